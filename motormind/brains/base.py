@@ -1,0 +1,47 @@
+"""The brain interface: one call answers one role's prompt with text (JSON, as a VLM would)."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class BrainRequest:
+    role: str                        # planner | executor | verifier | monitor | memory
+    prompt_name: str                 # the prompt file used, e.g. "executor"
+    system: str                      # rendered system prompt
+    user: str                        # rendered user prompt
+    schema: dict                     # the JSON schema the answer must match
+    images: dict = field(default_factory=dict)    # name -> HxWx3 uint8, upright
+    context: dict = field(default_factory=dict)   # the structured inputs the prompt was rendered from
+    history: list = field(default_factory=list)   # earlier turns of this call (repair requests)
+
+
+@dataclass
+class BrainReply:
+    text: str
+    brain: str                       # label recorded with every output, e.g. "oracle", "openai:gpt-4o"
+    latency_s: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    privileged: bool = False         # True when the answer used privileged simulator state
+    meta: dict = field(default_factory=dict)
+
+
+class Brain(ABC):
+    name = "brain"
+    privileged = False
+
+    @abstractmethod
+    def respond(self, req: BrainRequest) -> BrainReply:
+        """Answer one request. May raise on transport failure (the role records and fails safe)."""
+
+    def close(self) -> None:
+        pass
+
+
+def image_stats(images: dict) -> dict:
+    """Shape summary of images, for records (never the pixels)."""
+    return {k: list(np.asarray(v).shape) for k, v in images.items()}

@@ -1,0 +1,52 @@
+"""The ``motormind`` command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _run(args) -> int:
+    from .episode import RunSpec, run_episode
+    spec = RunSpec(suite=args.suite, task=args.task, init_state=args.init_state, seed=args.seed,
+                   brain=args.brain, max_steps=args.max_steps, wall_budget_s=args.wall_budget,
+                   image_size=args.image_size, images=not args.no_images, out=args.out,
+                   media=not args.no_media)
+    s = run_episode(spec)
+    label = " [oracle: privileged simulator state]" if s["privileged"] else ""
+    print(f"{'SUCCESS' if s['success'] else 'FAILURE'}: {s['outcome']} - {s['reason']}{label}")
+    print(f"  steps {s['steps']}/{s['step_budget']}, batches {s['batches']}, replans {s['replans']}, "
+          f"VLM calls {s['vlm_calls']}, wall {s['episode_wall_s']:.1f} s")
+    print(f"  record: {s['run_dir']}/events.jsonl  summary: {s['run_dir']}/summary.json")
+    if s.get("media"):
+        print("  media: " + ", ".join(s["media"].values()))
+    return 0 if s["success"] else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="motormind", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run one LIBERO-PRO episode headless through the whole stack")
+    r.add_argument("--suite", default="libero_spatial")
+    r.add_argument("--task", type=int, default=0)
+    r.add_argument("--init-state", type=int, default=0)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--brain", default="oracle", help="oracle (privileged, offline)")
+    r.add_argument("--max-steps", type=int, default=None,
+                   help="control-step budget (default: the suite's standard LIBERO budget)")
+    r.add_argument("--wall-budget", type=float, default=900.0, help="wall-clock budget in seconds")
+    r.add_argument("--image-size", type=int, default=128)
+    r.add_argument("--no-images", action="store_true", help="do not render camera images for the roles")
+    r.add_argument("--no-media", action="store_true", help="do not write the contact sheet and video")
+    r.add_argument("--out", default=None, help="run directory (default: runs/<time>_<suite>_t<task>_i<init>_<brain>)")
+    r.set_defaults(fn=_run)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

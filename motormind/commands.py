@@ -1,0 +1,313 @@
+"""The command vocabulary: typed commands and the strict JSON batch parser.
+
+A batch on the wire::
+
+    {"schema_version": 1, "batch_id": "b3", "subgoal_id": "s1",
+     "commands": [{"op": "move", "direction": "forward", "distance_mm": 12.2},
+                  {"op": "move", "vector": [1, 1, 0], "distance_mm": 20},
+                  {"op": "rotate", "axis": "yaw", "angle_deg": 15},
+                  {"op": "gripper", "action": "close"},        # or "open", or {"width": 0.4}
+                  {"op": "wait", "seconds": 0.5},
+                  {"op": "done"}]}
+
+Parsing checks shape and types and the profile's per-command limits; it never clips. Every
+error names the field (``commands[2].distance_mm``) and the limit it broke. Checks that need the
+robot's measured state (the workspace box) are the Controller's.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+from . import SCHEMA_VERSION
+from .errors import CommandError
+from .profile import RobotProfile
+
+OPS = ("move", "rotate", "gripper", "wait", "done")
+_FIELDS = {
+    "move": {"op", "direction", "vector", "distance_mm"},
+    "rotate": {"op", "axis", "angle_deg"},
+    "gripper": {"op", "action", "width"},
+    "wait": {"op", "seconds"},
+    "done": {"op", "note"},
+}
+
+
+@dataclass(frozen=True)
+class Move:
+    vector: tuple            # unit vector, base frame
+    distance_mm: float
+    direction: str = ""      # the word, when one was used
+
+    op = "move"
+
+    @property
+    def displacement_mm(self) -> np.ndarray:
+        return np.asarray(self.vector) * self.distance_mm
+
+    def to_json(self) -> dict:
+        if self.direction:
+            return {"op": "move", "direction": self.direction, "distance_mm": self.distance_mm}
+        return {"op": "move", "vector": [round(v, 6) for v in self.vector], "distance_mm": self.distance_mm}
+
+
+@dataclass(frozen=True)
+class Rotate:
+    axis: str
+    axis_vector: tuple
+    angle_deg: float
+
+    op = "rotate"
+
+    def to_json(self) -> dict:
+        return {"op": "rotate", "axis": self.axis, "angle_deg": self.angle_deg}
+
+
+@dataclass(frozen=True)
+class Gripper:
+    width: float             # fraction of the full stroke: 0 closed, 1 open
+    action: str = ""         # "open" / "close" when the word was used
+
+    op = "gripper"
+
+    def to_json(self) -> dict:
+        return {"op": "gripper", "action": self.action} if self.action else {"op": "gripper", "width": self.width}
+
+
+@dataclass(frozen=True)
+class Wait:
+    seconds: float
+
+    op = "wait"
+
+    def to_json(self) -> dict:
+        return {"op": "wait", "seconds": self.seconds}
+
+
+@dataclass(frozen=True)
+class Done:
+    note: str = ""
+
+    op = "done"
+
+    def to_json(self) -> dict:
+        return {"op": "done", "note": self.note} if self.note else {"op": "done"}
+
+
+Command = Union[Move, Rotate, Gripper, Wait, Done]
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: str
+    subgoal_id: str
+    commands: tuple
+    source: str = ""         # who proposed it: "executor", "operator", ...
+    raw: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def claims_done(self) -> bool:
+        return any(isinstance(c, Done) for c in self.commands)
+
+    def to_json(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "batch_id": self.batch_id, "subgoal_id": self.subgoal_id,
+                "commands": [c.to_json() for c in self.commands]}
+
+
+@dataclass
+class Issue:
+    """One reason a command (or the batch) is invalid."""
+    index: int | None        # command index, None for the batch as a whole
+    field: str               # e.g. "commands[2].distance_mm"
+    message: str             # names the limit
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Command:
+    """Parse one command dict, raising CommandError that names the field and the limit."""
+    lim = profile.limits
+    if not isinstance(obj, dict):
+        raise CommandError(f"{where}: must be an object, got {type(obj).__name__}", where)
+    op = obj.get("op")
+    if op not in OPS:
+        raise CommandError(f"{where}.op: unknown op {op!r} (known: {', '.join(OPS)})", f"{where}.op")
+    extra = set(obj) - _FIELDS[op]
+    if extra:
+        raise CommandError(f"{where}: unknown field(s) {sorted(extra)} for op '{op}' "
+                           f"(allowed: {sorted(_FIELDS[op])})", f"{where}.{sorted(extra)[0]}")
+
+    def need_number(key: str) -> float:
+        f = f"{where}.{key}"
+        if key not in obj:
+            raise CommandError(f"{f}: missing", f)
+        v = _number(obj[key])
+        if v is None:
+            raise CommandError(f"{f}: must be a number, got {obj[key]!r}", f)
+        if not math.isfinite(v):
+            raise CommandError(f"{f}: must be finite, got {obj[key]!r}", f)
+        return v
+
+    if op == "move":
+        d = need_number("distance_mm")
+        f = f"{where}.distance_mm"
+        if d <= 0:
+            raise CommandError(f"{f}: must be > 0 (give the direction instead of a sign), got {d:g}", f)
+        if d < lim.min_move_mm:
+            raise CommandError(f"{f}: {d:g} mm is below the minimum move {lim.min_move_mm:g} mm", f)
+        if d > lim.max_move_mm:
+            raise CommandError(f"{f}: {d:g} mm exceeds the per-command limit {lim.max_move_mm:g} mm", f)
+        has_dir, has_vec = "direction" in obj, "vector" in obj
+        if has_dir == has_vec:
+            raise CommandError(f"{where}: give exactly one of 'direction' or 'vector'", f"{where}.direction")
+        if has_dir:
+            word = obj["direction"]
+            if word not in profile.directions:
+                raise CommandError(f"{where}.direction: unknown direction {word!r} "
+                                   f"(known: {', '.join(sorted(profile.directions))})", f"{where}.direction")
+            return Move(tuple(float(x) for x in profile.directions[word]), d, word)
+        vec = obj["vector"]
+        fv = f"{where}.vector"
+        if not (isinstance(vec, list) and len(vec) == 3):
+            raise CommandError(f"{fv}: must be a list of 3 numbers [x, y, z] in the base frame", fv)
+        nums = [_number(x) for x in vec]
+        if any(x is None or not math.isfinite(x) for x in nums):
+            raise CommandError(f"{fv}: every element must be a finite number, got {vec!r}", fv)
+        n = math.sqrt(sum(x * x for x in nums))
+        if n < 1e-9:
+            raise CommandError(f"{fv}: must not be the zero vector", fv)
+        return Move(tuple(x / n for x in nums), d)
+
+    if op == "rotate":
+        a = need_number("angle_deg")
+        f = f"{where}.angle_deg"
+        if abs(a) > lim.max_rotate_deg:
+            raise CommandError(f"{f}: |{a:g}| deg exceeds the per-command limit {lim.max_rotate_deg:g} deg", f)
+        if abs(a) < lim.min_rotate_deg:
+            raise CommandError(f"{f}: |{a:g}| deg is below the minimum rotation {lim.min_rotate_deg:g} deg", f)
+        axis = obj.get("axis")
+        if axis not in profile.rotation_axes:
+            raise CommandError(f"{where}.axis: unknown axis {axis!r} "
+                               f"(known: {', '.join(sorted(profile.rotation_axes))})", f"{where}.axis")
+        return Rotate(axis, tuple(float(x) for x in profile.rotation_axes[axis]), a)
+
+    if op == "gripper":
+        has_a, has_w = "action" in obj, "width" in obj
+        if has_a == has_w:
+            raise CommandError(f"{where}: give exactly one of 'action' (open/close) or 'width' (0..1)",
+                               f"{where}.action")
+        if has_a:
+            act = obj["action"]
+            if act not in ("open", "close"):
+                raise CommandError(f"{where}.action: must be 'open' or 'close', got {act!r}", f"{where}.action")
+            return Gripper(1.0 if act == "open" else 0.0, act)
+        w = need_number("width")
+        if not 0.0 <= w <= 1.0:
+            raise CommandError(f"{where}.width: must be within 0..1 (fraction of the stroke), got {w:g}",
+                               f"{where}.width")
+        return Gripper(w)
+
+    if op == "wait":
+        s = need_number("seconds")
+        if s <= 0:
+            raise CommandError(f"{where}.seconds: must be > 0, got {s:g}", f"{where}.seconds")
+        if s > lim.max_wait_s:
+            raise CommandError(f"{where}.seconds: {s:g} s exceeds the limit {lim.max_wait_s:g} s",
+                               f"{where}.seconds")
+        return Wait(s)
+
+    note = obj.get("note", "")
+    if not isinstance(note, str):
+        raise CommandError(f"{where}.note: must be a string", f"{where}.note")
+    return Done(note[:500])
+
+
+def _id(obj: dict, key: str, required: bool) -> str:
+    v = obj.get(key)
+    if v is None:
+        if required:
+            raise CommandError(f"{key}: missing", key)
+        return ""
+    if not isinstance(v, (str, int)) or isinstance(v, bool) or not str(v).strip():
+        raise CommandError(f"{key}: must be a non-empty string, got {v!r}", key)
+    if len(str(v)) > 64:
+        raise CommandError(f"{key}: longer than 64 characters", key)
+    return str(v)
+
+
+def check_batch(obj: Any, profile: RobotProfile) -> tuple[dict, list, list[Issue]]:
+    """Check a decoded batch. Returns (header, per-command parse results, issues).
+
+    Each per-command result is a Command or None (invalid). Issues list every problem found, so one
+    answer can be told all its mistakes at once."""
+    issues: list[Issue] = []
+    if not isinstance(obj, dict):
+        raise CommandError(f"batch: must be a JSON object, got {type(obj).__name__}", "batch")
+    ver = obj.get("schema_version", SCHEMA_VERSION)
+    if ver != SCHEMA_VERSION:
+        issues.append(Issue(None, "schema_version", f"unsupported version {ver!r} (supported: {SCHEMA_VERSION})"))
+    header = {"batch_id": "", "subgoal_id": ""}
+    for key, required in (("batch_id", False), ("subgoal_id", False)):
+        try:
+            header[key] = _id(obj, key, required)
+        except CommandError as e:
+            issues.append(Issue(None, e.field, str(e).split(": ", 1)[1]))
+    extra = set(obj) - {"schema_version", "batch_id", "subgoal_id", "commands", "source", "rationale"}
+    if extra:
+        issues.append(Issue(None, sorted(extra)[0], f"unknown batch field(s) {sorted(extra)}"))
+    cmds = obj.get("commands")
+    if not isinstance(cmds, list):
+        issues.append(Issue(None, "commands", "missing or not a list"))
+        return header, [], issues
+    if not cmds:
+        issues.append(Issue(None, "commands", "empty: a batch holds 1 to "
+                            f"{profile.limits.max_batch} commands"))
+    if len(cmds) > profile.limits.max_batch:
+        issues.append(Issue(None, "commands", f"{len(cmds)} commands exceed the batch limit "
+                            f"{profile.limits.max_batch}"))
+    parsed: list = []
+    for i, c in enumerate(cmds):
+        try:
+            parsed.append(parse_command(c, profile, f"commands[{i}]"))
+        except CommandError as e:
+            parsed.append(None)
+            issues.append(Issue(i, e.field, str(e).split(": ", 1)[1] if ": " in str(e) else str(e)))
+    for i, c in enumerate(parsed):
+        if isinstance(c, Done) and i != len(parsed) - 1:
+            issues.append(Issue(i, f"commands[{i}].op", "'done' must be the last command of a batch"))
+    return header, parsed, issues
+
+
+def parse_batch(data: str | bytes | dict, profile: RobotProfile, source: str = "") -> Batch:
+    """Strictly parse a batch (JSON text or a decoded dict). Raises CommandError listing every issue."""
+    obj = decode_json(data, "batch") if isinstance(data, (str, bytes)) else data
+    header, parsed, issues = check_batch(obj, profile)
+    if issues:
+        err = CommandError("; ".join(str(i) for i in issues), issues[0].field)
+        err.issues = issues  # type: ignore[attr-defined]
+        raise err
+    return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj)
+
+
+def decode_json(data: str | bytes, what: str) -> Any:
+    """json.loads that refuses NaN/Infinity and reports the position of a syntax error."""
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", errors="replace")
+
+    def bad_constant(name: str):
+        raise CommandError(f"{what}: non-finite number {name} is not valid JSON", what)
+    try:
+        return json.loads(data, parse_constant=bad_constant)
+    except json.JSONDecodeError as e:
+        raise CommandError(f"{what}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", what) from None

@@ -1,0 +1,323 @@
+"""The deterministic Controller: validate a whole batch, then execute it command by command.
+
+* Validation happens before any motion: the parser's checks (op, fields, finite numbers, per-command
+  limits, batch length) plus the workspace box along the chain of predicted targets from the
+  measured pose. One invalid command rejects the whole batch (later commands assume earlier
+  ones), and every command's result says why. Nothing is ever clipped.
+* Execution is closed-loop: each command's target is computed from the pose measured when it
+  starts; the backend servos to it; the pose measured afterwards is what the report calls achieved.
+* Between two commands (the action boundary) a cancel is honoured: the running command finishes,
+  nothing after it runs. The emergency stop is honoured at once, mid-command, and latches until
+  ``reset_estop()``.
+* The same batch over the same observations gives the same motions and the same report (only the
+  durations differ): no wall-clock value feeds a decision.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from . import SCHEMA_VERSION
+from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch, decode_json
+from .errors import CommandError, RobotFault
+from .geometry import angle_between, axis_angle_to_mat, quat_to_mat, rot_error
+from .robot import Motion, Observation, Robot
+
+STATUSES = ("done", "rejected", "cancelled", "blocked", "fault")
+
+
+class CancelToken:
+    """Set by the Monitor (or an operator) to cancel what is queued; checked at action boundaries."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+        self.source = ""
+
+    def cancel(self, reason: str, source: str = "") -> None:
+        if not self._event.is_set():
+            self.reason, self.source = reason, source
+            self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass
+class CommandResult:
+    index: int
+    command: dict
+    status: str
+    reason: str = ""
+    commanded: dict = field(default_factory=dict)   # translation_mm [x,y,z], rotation_deg, gripper
+    achieved: dict = field(default_factory=dict)
+    duration_s: float = 0.0
+    steps: int = 0
+    motion: dict | None = None
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "command": self.command, "status": self.status, "reason": self.reason,
+                "commanded": self.commanded, "achieved": self.achieved,
+                "duration_s": round(self.duration_s, 4), "steps": self.steps}
+
+
+@dataclass
+class Report:
+    batch_id: str
+    subgoal_id: str
+    status: str
+    results: list
+    claims_done: bool = False
+    reason: str = ""
+    estop: bool = False
+    start_state: dict = field(default_factory=dict)
+    end_state: dict = field(default_factory=dict)
+    duration_s: float = 0.0
+    steps: int = 0
+    source: str = ""
+
+    def to_json(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "batch_id": self.batch_id, "subgoal_id": self.subgoal_id,
+                "status": self.status, "reason": self.reason, "claims_done": self.claims_done,
+                "estop": self.estop, "source": self.source,
+                "results": [r.to_json() for r in self.results], "start_state": self.start_state,
+                "end_state": self.end_state, "duration_s": round(self.duration_s, 4), "steps": self.steps}
+
+    def summary(self) -> str:
+        counts: dict = {}
+        for r in self.results:
+            counts[r.status] = counts.get(r.status, 0) + 1
+        parts = ", ".join(f"{n} {s}" for s, n in counts.items())
+        return f"batch {self.batch_id}: {self.status} ({parts}){' - ' + self.reason if self.reason else ''}"
+
+
+def _mm(v) -> list:
+    return [round(float(x) * 1000.0, 2) for x in v]
+
+
+class Controller:
+    """Owns the robot. ``run(batch)`` validates then executes; ``emergency_stop()`` from any thread."""
+
+    def __init__(self, robot: Robot, profile=None, clock: Callable[[], float] = time.monotonic,
+                 on_event: Callable[[str, dict], None] | None = None):
+        self.robot = robot
+        self.profile = profile or robot.profile
+        self.clock = clock
+        self.on_event = on_event or (lambda kind, data: None)
+        self._estop = threading.Event()
+        self.estop_reason = ""
+        self._lock = threading.Lock()          # one batch at a time
+        self.current: dict | None = None       # {"batch": Batch, "index": k} while running
+
+    # -- emergency stop -------------------------------------------------------------------------
+    def emergency_stop(self, reason: str = "emergency stop") -> None:
+        """Stop now, mid-command; latched until reset_estop()."""
+        self.estop_reason = reason
+        self._estop.set()
+        try:
+            self.robot.stop()
+        finally:
+            self.on_event("estop", {"reason": reason})
+
+    def reset_estop(self) -> None:
+        self._estop.clear()
+        self.estop_reason = ""
+        self.on_event("estop_reset", {})
+
+    @property
+    def estopped(self) -> bool:
+        return self._estop.is_set()
+
+    # -- validation -----------------------------------------------------------------------------
+    def validate(self, data, obs: Observation | None = None, source: str = ""):
+        """Check a batch without moving. Returns (batch or None, reasons, header).
+
+        ``reasons`` has one entry per submitted command ("" when that command is fine) or, when the
+        batch itself is unusable (not an object, no command list), a single batch-level reason."""
+        prof = self.profile
+        try:
+            obj = decode_json(data, "batch") if isinstance(data, (str, bytes)) else data
+            header, parsed, issues = check_batch(obj, prof)
+        except CommandError as e:
+            return None, [str(e)], {"batch_id": "", "subgoal_id": "", "commands": []}
+        header["commands"] = obj.get("commands") if isinstance(obj.get("commands"), list) else []
+        reasons = [""] * len(parsed)
+        batch_reasons = []
+        for iss in issues:
+            if iss.index is None:
+                batch_reasons.append(str(iss))
+            elif not reasons[iss.index]:
+                reasons[iss.index] = str(iss)
+        if obs is not None and parsed and not any(reasons):
+            pos = np.asarray(obs.eef_pos_m, dtype=float).copy()   # the chain of predicted targets
+            for i, c in enumerate(parsed):
+                if isinstance(c, Move):
+                    pos = pos + c.displacement_mm / 1000.0
+                    bad = prof.in_workspace(pos * 1000.0)
+                    if bad:
+                        reasons[i] = (f"commands[{i}]: target outside the workspace box: "
+                                      f"{'; '.join(bad)} mm (workspace_mm of profile {prof.name})")
+        if not parsed:
+            return None, batch_reasons or ["commands: empty"], header
+        if batch_reasons or any(reasons):
+            first = next((i for i, r in enumerate(reasons) if r), None)
+            why = "; ".join(batch_reasons) if batch_reasons else f"command {first} is invalid"
+            reasons = [r or f"not run: {why}" for r in reasons]
+            return None, reasons, header
+        return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj), reasons, header
+
+    # -- execution ------------------------------------------------------------------------------
+    def run(self, data, cancel: CancelToken | None = None, source: str = "") -> Report:
+        """Validate and execute one batch (JSON text, dict, or Batch). Thread-safe: one at a time."""
+        with self._lock:
+            return self._run(data, cancel or CancelToken(), source)
+
+    def _run(self, data, cancel: CancelToken, source: str) -> Report:
+        t0 = self.clock()
+        obs0 = self.robot.observe()
+        if isinstance(data, Batch):
+            data = data.to_json()
+        batch, reasons, header = self.validate(data, obs0, source)
+        bid, sgid = header.get("batch_id", ""), header.get("subgoal_id", "")
+        if batch is None or self._estop.is_set():
+            raw = header.get("commands") or []
+            if batch is not None:   # valid, but the e-stop is latched
+                reasons = [f"emergency stop latched ({self.estop_reason}); reset required"] * len(raw)
+            why = next((r for r in reasons if not r.startswith("not run")), reasons[0] if reasons else "invalid")
+            if not raw:
+                results = [CommandResult(-1, {}, "rejected", why)]
+            else:
+                results = [CommandResult(i, c if isinstance(c, dict) else {"value": c}, "rejected",
+                                         reasons[i] if i < len(reasons) else why)
+                           for i, c in enumerate(raw)]
+            rep = Report(bid, sgid, "rejected", results, reason=why, estop=self._estop.is_set(),
+                         start_state=obs0.state_dict(), end_state=obs0.state_dict(),
+                         duration_s=self.clock() - t0, source=source)
+            self.on_event("report", rep.to_json())
+            return rep
+
+        results: list[CommandResult] = []
+        stop_reason = ""
+        stop_status = ""
+        rot_goal = quat_to_mat(obs0.eef_quat_xyzw)   # orientation is held along the batch
+        obs = obs0
+        steps_total = 0
+        for i, cmd in enumerate(batch.commands):
+            cj = cmd.to_json()
+            if not stop_reason and self._estop.is_set():
+                stop_reason, stop_status = f"emergency stop ({self.estop_reason})", "cancelled"
+            if not stop_reason and cancel.cancelled:
+                stop_reason = f"cancelled at action boundary before command {i}: {cancel.reason}"
+                stop_status = "cancelled"
+            if stop_reason:
+                results.append(CommandResult(i, cj, "cancelled", stop_reason))
+                continue
+            self.current = {"batch": batch, "index": i}
+            self.on_event("command_start", {"batch_id": bid, "index": i, "command": cj})
+            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal)
+            steps_total += res.steps
+            results.append(res)
+            self.on_event("command_end", {"batch_id": bid, **res.to_json()})
+            if res.status == "fault":
+                stop_reason, stop_status = f"command {i} faulted: {res.reason}", "fault"
+            elif res.status == "blocked":
+                stop_reason, stop_status = f"command {i} blocked: {res.reason}", "blocked"
+            elif res.status == "cancelled":   # e-stop mid-command
+                stop_reason, stop_status = res.reason, "cancelled"
+            if stop_reason:
+                stop_reason = "not run: " + stop_reason
+        self.current = None
+        statuses = [r.status for r in results]
+        status = next((s for s in ("fault", "blocked", "cancelled") if s in statuses), "done")
+        rep = Report(bid, sgid, status, results, claims_done=batch.claims_done and status == "done",
+                     reason=stop_reason.removeprefix("not run: ") if stop_reason else "",
+                     estop=self._estop.is_set(), start_state=obs0.state_dict(), end_state=obs.state_dict(),
+                     duration_s=self.clock() - t0, steps=steps_total, source=source)
+        self.on_event("report", rep.to_json())
+        return rep
+
+    def _execute_one(self, i: int, cmd, obs: Observation, rot_goal: np.ndarray):
+        prof = self.profile
+        tol = prof.tolerances
+        t0 = self.clock()
+        cj = cmd.to_json()
+        p0 = np.asarray(obs.eef_pos_m, dtype=float)
+        r0 = quat_to_mat(obs.eef_quat_xyzw)
+        commanded: dict = {}
+        if isinstance(cmd, Done):
+            return (CommandResult(i, cj, "done", "claim recorded; the Verifier decides",
+                                  duration_s=self.clock() - t0), obs, rot_goal)
+        if isinstance(cmd, Move):
+            disp = cmd.displacement_mm / 1000.0
+            motion = Motion("move", p0 + disp, rot_goal, max_steps=tol.max_steps_per_command)
+            commanded = {"translation_mm": _mm(disp)}
+        elif isinstance(cmd, Rotate):
+            rot_goal = axis_angle_to_mat(cmd.axis_vector, math.radians(cmd.angle_deg)) @ rot_goal
+            motion = Motion("rotate", p0.copy(), rot_goal, max_steps=tol.max_steps_per_command)
+            commanded = {"rotation_deg": round(cmd.angle_deg, 3), "axis": cmd.axis}
+        elif isinstance(cmd, Gripper):
+            motion = Motion("gripper", p0.copy(), rot_goal, gripper=cmd.width, max_steps=tol.max_steps_per_command)
+            commanded = {"gripper_fraction": cmd.width,
+                         "gripper_width_mm": round(cmd.width * prof.gripper_max_width_mm, 1)}
+        elif isinstance(cmd, Wait):
+            motion = Motion("wait", p0.copy(), rot_goal, seconds=cmd.seconds,
+                            max_steps=max(1, int(round(cmd.seconds / prof.period_s))))
+            commanded = {"seconds": cmd.seconds}
+        else:  # pragma: no cover - the parser admits nothing else
+            raise AssertionError(cmd)
+        try:
+            mres = self.robot.execute(motion, self._estop)
+        except RobotFault as e:
+            try:
+                self.robot.stop()
+            except Exception:  # noqa: BLE001 - the fault is what we report
+                pass
+            end = self._safe_observe(obs)
+            return (CommandResult(i, cj, "fault", f"{e.kind}: {e}" + (f" (code {e.code})" if e.code is not None else ""),
+                                  commanded, self._achieved(obs, end, r0), self.clock() - t0, 0, motion.to_json()),
+                    end, rot_goal)
+        end = self.robot.observe()
+        achieved = self._achieved(obs, end, r0)
+        status, reason = "done", mres.note
+        if mres.stopped:
+            status, reason = "cancelled", f"emergency stop mid-command ({self.estop_reason})"
+        elif motion.kind == "move":
+            err_mm = float(np.linalg.norm(np.asarray(end.eef_pos_m) - motion.target_pos_m)) * 1000
+            achieved["error_mm"] = round(err_mm, 2)
+            if err_mm > tol.position_mm:
+                along = float(np.dot(np.asarray(end.eef_pos_m) - p0, np.asarray(cmd.vector))) * 1000
+                status = "blocked"
+                reason = (f"achieved {along:.1f} of {cmd.distance_mm:g} mm along the commanded direction; "
+                          f"error {err_mm:.1f} mm > tolerance {tol.position_mm:g} mm"
+                          + (f" ({mres.note})" if mres.note else ""))
+        elif motion.kind == "rotate":
+            err_deg = math.degrees(angle_between(rot_goal, quat_to_mat(end.eef_quat_xyzw)))
+            achieved["error_deg"] = round(err_deg, 2)
+            if err_deg > tol.rotation_deg:
+                status = "blocked"
+                reason = (f"rotation error {err_deg:.1f} deg > tolerance {tol.rotation_deg:g} deg"
+                          + (f" ({mres.note})" if mres.note else ""))
+        elif motion.kind == "gripper" and not mres.converged:
+            status = "blocked"
+            reason = mres.note or "gripper did not reach its target"
+        return (CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
+                              motion.to_json()), end, rot_goal)
+
+    def _safe_observe(self, fallback: Observation) -> Observation:
+        try:
+            return self.robot.observe()
+        except Exception:  # noqa: BLE001 - a faulted robot may not answer
+            return fallback
+
+    def _achieved(self, a: Observation, b: Observation, r0: np.ndarray) -> dict:
+        d = np.asarray(b.eef_pos_m) - np.asarray(a.eef_pos_m)
+        rv = rot_error(quat_to_mat(b.eef_quat_xyzw), r0)
+        return {"translation_mm": _mm(d), "rotation_deg": round(math.degrees(float(np.linalg.norm(rv))), 2),
+                "rotation_vector_deg": [round(math.degrees(float(x)), 2) for x in rv],
+                "gripper_width_mm": round(float(b.gripper_width_mm), 1)}

@@ -1,0 +1,32 @@
+"""Exceptions shared across the stack."""
+
+
+class MotorMindError(Exception):
+    """Base class for MotorMind errors."""
+
+
+class ConfigError(MotorMindError):
+    """A configuration file or value is invalid. The message names the field."""
+
+
+class CommandError(MotorMindError):
+    """A command or batch failed validation. ``field`` names the offending field."""
+
+    def __init__(self, message: str, field: str = ""):
+        super().__init__(message)
+        self.field = field
+
+
+class RobotFault(MotorMindError):
+    """The robot backend reported a fault (controller error, lost connection, ...).
+
+    ``code`` is backend specific (for the xArm: its controller error code)."""
+
+    def __init__(self, message: str, code: object = None, kind: str = "fault"):
+        super().__init__(message)
+        self.code = code
+        self.kind = kind
+
+
+class ResponseError(MotorMindError):
+    """A brain's answer is malformed or violates the role's response schema."""

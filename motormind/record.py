@@ -1,0 +1,122 @@
+"""The episode record: a run directory with JSONL events, a summary, and frames.
+
+    RUN_DIR/events.jsonl        one JSON object per line: {"t": s since start, "kind": ..., ...}
+    RUN_DIR/summary.json        outcome, budgets, timings, VLM call totals, simulator versions
+    RUN_DIR/contact_sheet.png   frames captured whenever a role looked, labelled
+    RUN_DIR/video.mp4           the same frames as a short video (when OpenCV can write mp4)
+
+Writing is thread-safe and every line is flushed as it is written, so a crashed run keeps
+everything up to the crash.
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _default(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _finite(o):
+    """JSON has no NaN/Infinity: write them as strings so every line stays valid JSON."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return str(o)
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
+class Recorder:
+    def __init__(self, run_dir: str | Path | None, clock=time.monotonic):
+        self.dir = Path(run_dir) if run_dir else None
+        self.clock = clock
+        self.t0 = clock()
+        self._lock = threading.Lock()
+        self._fh = None
+        self.frames: list[tuple[str, np.ndarray]] = []
+        self.counts: dict = {}
+        self.listeners: list = []
+        if self.dir:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.dir / "events.jsonl", "a", buffering=1)
+
+    def __call__(self, kind: str, **data) -> None:
+        self.event(kind, **data)
+
+    def event(self, kind: str, **data) -> dict:
+        ev = {"t": round(self.clock() - self.t0, 4), "kind": kind, **data}
+        with self._lock:
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            if self._fh:
+                self._fh.write(json.dumps(_finite(ev), default=_default) + "\n")
+        for fn in list(self.listeners):
+            fn(ev)
+        return ev
+
+    def frame(self, label: str, images: dict, max_frames: int = 400) -> None:
+        if not images or len(self.frames) >= max_frames:
+            return
+        tiles = [np.asarray(v) for v in images.values()]
+        h = min(t.shape[0] for t in tiles)
+        tiles = [t[:h] for t in tiles]
+        with self._lock:
+            self.frames.append((label, np.concatenate(tiles, axis=1)))
+
+    def write_json(self, name: str, obj) -> Path | None:
+        if not self.dir:
+            return None
+        p = self.dir / name
+        tmp = p.with_suffix(p.suffix + ".tmp")
+        tmp.write_text(json.dumps(_finite(obj), indent=2, default=_default))
+        tmp.replace(p)
+        return p
+
+    def write_media(self, fps: float = 2.0) -> dict:
+        """contact_sheet.png and video.mp4 from the captured frames. Returns the paths written."""
+        out: dict = {}
+        if not self.dir or not self.frames:
+            return out
+        import cv2  # lazy: OpenCV is only needed here
+        frames = self.frames
+        pick = frames if len(frames) <= 24 else [frames[int(i)] for i in np.linspace(0, len(frames) - 1, 24)]
+        h, w = pick[0][1].shape[:2]
+        cols = min(6, len(pick))
+        rows = math.ceil(len(pick) / cols)
+        sheet = np.full((rows * (h + 18), cols * w, 3), 255, dtype=np.uint8)
+        for k, (label, img) in enumerate(pick):
+            r, c = divmod(k, cols)
+            y, x = r * (h + 18), c * w
+            sheet[y + 18:y + 18 + h, x:x + w] = cv2.resize(img, (w, h)) if img.shape[:2] != (h, w) else img
+            cv2.putText(sheet, label[:28], (x + 2, y + 13), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 1)
+        p = self.dir / "contact_sheet.png"
+        cv2.imwrite(str(p), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR))
+        out["contact_sheet"] = str(p)
+        vp = self.dir / "video.mp4"
+        vw = cv2.VideoWriter(str(vp), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+        if vw.isOpened():
+            for _, img in frames:
+                img = cv2.resize(img, (w, h)) if img.shape[:2] != (h, w) else img
+                vw.write(cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+            vw.release()
+            out["video"] = str(vp)
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh:
+                self._fh.close()
+                self._fh = None

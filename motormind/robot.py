@@ -1,0 +1,97 @@
+"""The one small interface every robot backend implements.
+
+The Controller turns each validated command into a ``Motion``: an absolute target in the base
+frame (computed from the measured pose at the start of the command). A backend executes one
+Motion closed-loop on its own measured state, checking ``estop`` every control step, and returns
+a ``MotionResult``. The Controller then observes again and reports commanded vs achieved.
+
+Units at this interface: metres, radians and quaternions (xyzw) in the base frame; the gripper as
+an opening fraction (0 closed, 1 fully open) plus the measured width in mm.
+"""
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .profile import RobotProfile
+
+
+@dataclass
+class Observation:
+    t: float                         # seconds: simulation time, or wall clock on hardware
+    eef_pos_m: np.ndarray            # grip point / TCP position, base frame
+    eef_quat_xyzw: np.ndarray        # orientation, base frame
+    gripper_width_mm: float          # measured finger gap
+    gripper_fraction: float          # width / max width, 0 closed .. 1 open
+    joints_rad: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    images: dict = field(default_factory=dict)   # name -> HxWx3 uint8, upright
+    step: int = 0                    # control steps so far (simulation)
+
+    def state_dict(self) -> dict:
+        """Measured state in prompt units (mm, degrees), as the roles see it."""
+        from .geometry import quat_to_mat
+        r = quat_to_mat(self.eef_quat_xyzw)
+        import math
+        return {
+            "t_s": round(float(self.t), 3),
+            "eef_pos_mm": [round(float(v) * 1000, 1) for v in self.eef_pos_m],
+            "eef_quat_xyzw": [round(float(v), 4) for v in self.eef_quat_xyzw],
+            "eef_yaw_deg": round(math.degrees(math.atan2(r[1, 0], r[0, 0])), 1),
+            "gripper_width_mm": round(float(self.gripper_width_mm), 1),
+            "gripper_fraction": round(float(self.gripper_fraction), 3),
+            "joints_deg": [round(math.degrees(float(j)), 1) for j in self.joints_rad],
+        }
+
+
+@dataclass(frozen=True)
+class Motion:
+    """One validated command, as an absolute target."""
+    kind: str                        # move | rotate | gripper | wait
+    target_pos_m: np.ndarray         # base frame
+    target_rot: np.ndarray           # 3x3 rotation matrix, base frame
+    gripper: float | None = None     # target opening fraction (gripper motions)
+    seconds: float = 0.0             # wait duration
+    max_steps: int = 60              # give up (blocked) after this many control steps
+
+    def to_json(self) -> dict:
+        from .geometry import mat_to_quat
+        return {"kind": self.kind, "target_pos_m": [round(float(v), 6) for v in self.target_pos_m],
+                "target_quat_xyzw": [round(float(v), 6) for v in mat_to_quat(self.target_rot)],
+                "gripper": self.gripper, "seconds": self.seconds}
+
+
+@dataclass
+class MotionResult:
+    steps: int = 0                   # control steps used
+    converged: bool = True           # reached the target within tolerance
+    stopped: bool = False            # interrupted by the emergency stop
+    note: str = ""                   # e.g. "stalled: finger gap steady at 8.4 mm"
+
+
+class Robot(ABC):
+    """observe, execute one validated motion closed-loop, stop, close."""
+
+    profile: RobotProfile
+
+    @abstractmethod
+    def observe(self, images: bool = False) -> Observation:
+        """Measured state now; camera images only when asked (rendering is expensive)."""
+
+    @abstractmethod
+    def execute(self, motion: Motion, estop: threading.Event) -> MotionResult:
+        """Drive to ``motion``'s target closed-loop. Check ``estop`` every control step: when set,
+        stop at once and return with ``stopped=True``. Raise ``RobotFault`` on a backend fault."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop motion now (hold position). Must be safe to call from any thread, at any time."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+    @property
+    def camera_names(self) -> list[str]:
+        return []

@@ -1,0 +1,124 @@
+"""What every role shares: render its prompt file, ask the brain, parse the answer strictly.
+
+An answer that is not JSON, or does not match the role's schema, gets one repair request quoting
+the error. If the repaired answer fails too, the role fails safe: it returns ``None``, the record
+says why, and nothing acts on it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+from string import Template
+from typing import Any, Callable
+
+from ..brains.base import Brain, BrainReply, BrainRequest, image_stats
+from ..commands import decode_json
+from ..errors import CommandError, ResponseError
+from ..paths import prompt_dir
+from ..schemas import ROLE_SCHEMAS, validate
+
+_CACHE: dict = {}
+
+
+def load_prompt(name: str) -> dict:
+    """Sections of prompts/NAME.md: {'system': ..., 'user': ...}."""
+    if name not in _CACHE:
+        text = (prompt_dir() / f"{name}.md").read_text()
+        parts = re.split(r"^## (\w+)\s*$", text, flags=re.M)
+        _CACHE[name] = {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
+    return _CACHE[name]
+
+
+def render(name: str, values: dict) -> tuple[str, str]:
+    p = load_prompt(name)
+    vals = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in values.items()}
+    return (Template(p.get("system", "")).safe_substitute(vals),
+            Template(p.get("user", "")).safe_substitute(vals))
+
+
+def extract_json(text: str) -> Any:
+    """The JSON object in an answer: the whole text, or a fenced / embedded {...} block."""
+    s = text.strip()
+    m = re.search(r"```(?:json)?\s*(.*?)```", s, flags=re.S)
+    if m:
+        s = m.group(1).strip()
+    if not s.startswith("{"):
+        i, j = s.find("{"), s.rfind("}")
+        if i >= 0 and j > i:
+            s = s[i:j + 1]
+    try:
+        return decode_json(s, "answer")
+    except CommandError as e:
+        raise ResponseError(str(e)) from None
+
+
+@dataclass
+class RoleResult:
+    value: Any                      # the parsed, schema-valid object (None when the role failed safe)
+    brain: str
+    privileged: bool
+    calls: int
+    error: str = ""
+
+
+Recorder = Callable[..., None]
+
+
+class Role:
+    name = "role"
+    prompt_name = "role"
+
+    def __init__(self, brain: Brain, record: Recorder | None = None, repair: bool = True):
+        self.brain = brain
+        self.record = record or (lambda kind, **data: None)
+        self.repair = repair
+        self.schema = ROLE_SCHEMAS[self.name]
+
+    def ask(self, values: dict, images: dict | None = None, context: dict | None = None,
+            check: Callable[[Any], None] | None = None) -> RoleResult:
+        values = {"schema": json.dumps(self.schema), **values}
+        system, user = render(self.prompt_name, values)
+        req = BrainRequest(self.name, self.prompt_name, system, user, self.schema, images or {},
+                           context or {})
+        phash = hashlib.sha256((system + "\n" + user).encode()).hexdigest()[:16]
+        attempts = 2 if self.repair else 1
+        error = ""
+        reply: BrainReply | None = None
+        for attempt in range(attempts):
+            t0 = time.monotonic()
+            try:
+                reply = self.brain.respond(req)
+            except Exception as e:  # noqa: BLE001 - transport failures fail safe, recorded
+                error = f"brain call failed: {type(e).__name__}: {e}"
+                self.record("vlm_call", role=self.name, prompt=self.prompt_name, prompt_hash=phash,
+                            attempt=attempt, ok=False, error=error, brain=getattr(self.brain, "name", "?"),
+                            latency_s=round(time.monotonic() - t0, 4))
+                break
+            try:
+                value = extract_json(reply.text)
+                validate(value, self.schema)
+                if check:
+                    check(value)
+                ok = True
+            except (ResponseError, CommandError) as e:
+                value, ok, error = None, False, str(e)
+            self.record("vlm_call", role=self.name, prompt=self.prompt_name, prompt_hash=phash,
+                        attempt=attempt, ok=ok, error=error if not ok else "", brain=reply.brain,
+                        privileged=reply.privileged, latency_s=round(reply.latency_s, 4),
+                        input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+                        images=image_stats(req.images),
+                        system=system if attempt == 0 else "", user=user if attempt == 0 else "",
+                        response=reply.text, **({"meta": reply.meta} if reply.meta else {}))
+            if ok:
+                return RoleResult(value, reply.brain, reply.privileged, attempt + 1)
+            if attempt + 1 < attempts:
+                _, repair_text = render("repair", {"error": error})
+                req.history = req.history + [{"role": "assistant", "content": reply.text},
+                                             {"role": "user", "content": repair_text}]
+                self.record("repair_request", role=self.name, error=error)
+        self.record("role_failed", role=self.name, error=error)
+        return RoleResult(None, reply.brain if reply else getattr(self.brain, "name", "?"),
+                          bool(reply and reply.privileged), attempts, error)

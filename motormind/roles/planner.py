@@ -1,0 +1,33 @@
+"""Planner: instruction, images, measured state, memory -> ordered subgoals with success criteria."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..errors import ResponseError
+from .base import Role, RoleResult
+
+
+@dataclass(frozen=True)
+class Subgoal:
+    id: str
+    description: str
+    success_criterion: str
+
+
+class Planner(Role):
+    name = prompt_name = "planner"
+
+    def plan(self, ctx: dict, images: dict, replan_reason: str = "") -> tuple[list[Subgoal] | None, RoleResult]:
+        replan = (f"This is a REPLAN. The previous plan failed: {replan_reason}\n"
+                  f"Previous plan: {json.dumps(ctx.get('plan', []))}\n") if replan_reason else ""
+        values = {**ctx, "replan": replan, "image_names": ", ".join(images) or "none"}
+
+        def unique_ids(v):
+            ids = [s["id"] for s in v["subgoals"]]
+            if len(set(ids)) != len(ids):
+                raise ResponseError("$.subgoals: subgoal ids must be unique")
+        res = self.ask(values, images, {**ctx, "replan_reason": replan_reason}, check=unique_ids)
+        if res.value is None:
+            return None, res
+        return [Subgoal(s["id"], s["description"], s["success_criterion"]) for s in res.value["subgoals"]], res

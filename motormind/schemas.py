@@ -1,0 +1,125 @@
+"""JSON response schemas of the five roles, and a small strict validator for them.
+
+The same schemas go to servers that support structured output (``response_format``); every
+answer, from any brain, is checked here before anything acts on it. The validator covers the
+JSON-Schema subset the schemas use: type, properties, required, additionalProperties, enum,
+items, minItems, maxItems, minimum, maximum, maxLength.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import ResponseError
+
+_SRC = {"type": "string", "maxLength": 64}          # an optional label, e.g. "oracle"
+
+PLANNER = {
+    "type": "object", "additionalProperties": False,
+    "required": ["subgoals"],
+    "properties": {
+        "schema_version": {"type": "integer"}, "source": _SRC,
+        "reasoning": {"type": "string", "maxLength": 4000},
+        "subgoals": {"type": "array", "minItems": 1, "maxItems": 12, "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["id", "description", "success_criterion"],
+            "properties": {"id": {"type": "string", "maxLength": 32},
+                           "description": {"type": "string", "maxLength": 500},
+                           "success_criterion": {"type": "string", "maxLength": 500}}}},
+    },
+}
+
+_COMMAND = {"type": "object", "required": ["op"], "properties": {
+    "op": {"type": "string", "enum": ["move", "rotate", "gripper", "wait", "done"]},
+    "direction": {"type": "string"}, "vector": {"type": "array", "items": {"type": "number"}},
+    "distance_mm": {"type": "number"}, "axis": {"type": "string"}, "angle_deg": {"type": "number"},
+    "action": {"type": "string", "enum": ["open", "close"]}, "width": {"type": "number"},
+    "seconds": {"type": "number"}, "note": {"type": "string", "maxLength": 500}}}
+
+EXECUTOR = {
+    "type": "object", "additionalProperties": False,
+    "required": ["commands"],
+    "properties": {
+        "schema_version": {"type": "integer"}, "source": _SRC,
+        "batch_id": {"type": "string"}, "subgoal_id": {"type": "string"},
+        "rationale": {"type": "string", "maxLength": 2000},
+        "commands": {"type": "array", "minItems": 1, "items": _COMMAND},
+    },
+}
+
+VERIFIER = {
+    "type": "object", "additionalProperties": False,
+    "required": ["achieved", "evidence"],
+    "properties": {
+        "schema_version": {"type": "integer"}, "source": _SRC,
+        "achieved": {"type": "boolean"},
+        "evidence": {"type": "string", "maxLength": 2000},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+}
+
+MONITOR = {
+    "type": "object", "additionalProperties": False,
+    "required": ["cancel", "reason"],
+    "properties": {
+        "schema_version": {"type": "integer"}, "source": _SRC,
+        "cancel": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 1000},
+    },
+}
+
+MEMORY = {
+    "type": "object", "additionalProperties": False,
+    "required": ["summary"],
+    "properties": {
+        "schema_version": {"type": "integer"}, "source": _SRC,
+        "summary": {"type": "string", "maxLength": 2000},
+        "facts": {"type": "array", "maxItems": 20, "items": {"type": "string", "maxLength": 300}},
+    },
+}
+
+ROLE_SCHEMAS = {"planner": PLANNER, "executor": EXECUTOR, "verifier": VERIFIER, "monitor": MONITOR,
+                "memory": MEMORY}
+
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
+
+
+def validate(value: Any, schema: dict, path: str = "$") -> None:
+    """Raise ResponseError naming the JSON path and the rule broken."""
+    t = schema.get("type")
+    if t == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ResponseError(f"{path}: must be an integer, got {value!r}")
+    elif t == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ResponseError(f"{path}: must be a finite number, got {value!r}")
+    elif t is not None and not isinstance(value, _TYPES[t]):
+        raise ResponseError(f"{path}: must be {t}, got {type(value).__name__}")
+    if "enum" in schema and value not in schema["enum"]:
+        raise ResponseError(f"{path}: must be one of {schema['enum']}, got {value!r}")
+    if isinstance(value, str) and "maxLength" in schema and len(value) > schema["maxLength"]:
+        raise ResponseError(f"{path}: longer than {schema['maxLength']} characters")
+    if t == "number" or t == "integer":
+        if "minimum" in schema and value < schema["minimum"]:
+            raise ResponseError(f"{path}: {value} is below the minimum {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise ResponseError(f"{path}: {value} is above the maximum {schema['maximum']}")
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        for key in schema.get("required", []):
+            if key not in value:
+                raise ResponseError(f"{path}.{key}: missing (required)")
+        if schema.get("additionalProperties") is False:
+            extra = sorted(set(value) - set(props))
+            if extra:
+                raise ResponseError(f"{path}: unexpected field(s) {extra}")
+        for key, sub in props.items():
+            if key in value:
+                validate(value[key], sub, f"{path}.{key}")
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            raise ResponseError(f"{path}: needs at least {schema['minItems']} item(s)")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            raise ResponseError(f"{path}: at most {schema['maxItems']} items, got {len(value)}")
+        if "items" in schema:
+            for i, item in enumerate(value):
+                validate(item, schema["items"], f"{path}[{i}]")

@@ -1,0 +1,113 @@
+"""A fast kinematic fake arm for unit tests and benchmarks. No physics: it moves toward each target
+at the profile's speed, one control period per step, and can be told to stall (an obstacle) or to
+fault. Time is simulated (no sleeping) unless ``realtime`` is set."""
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+
+from motormind.errors import RobotFault
+from motormind.geometry import axis_angle_to_mat, mat_to_quat, quat_to_mat, rot_error
+from motormind.profile import RobotProfile, load_profile
+from motormind.robot import Motion, MotionResult, Observation, Robot
+
+
+class FakeRobot(Robot):
+    def __init__(self, profile: RobotProfile | None = None, start_pos_m=(0.4, 0.0, 0.2),
+                 realtime: bool = False, image_size: int = 32):
+        self.profile = profile or load_profile("fake")
+        self.pos = np.array(start_pos_m, dtype=float)
+        self.rot = np.diag([1.0, -1.0, -1.0])      # tool pointing down
+        self.gripper = 1.0                          # opening fraction
+        self.t = 0.0
+        self.steps = 0
+        self.realtime = realtime
+        self.image_size = image_size
+        self.executed: list[Motion] = []
+        self.obstacle_z_m: float | None = None      # the arm cannot go below this (a table, say)
+        self.grip_object_mm: float | None = None     # an object of this width is between the fingers
+        self.fault_after_steps: int | None = None    # raise a RobotFault after this many steps
+        self.step_hook = None                        # called every step (tests use it to act mid-command)
+        self._stop = threading.Event()
+
+    @property
+    def camera_names(self) -> list[str]:
+        return ["front"]
+
+    def observe(self, images: bool = False) -> Observation:
+        imgs = {"front": self._render()} if images else {}
+        w = self.gripper * self.profile.gripper_max_width_mm
+        return Observation(t=self.t, eef_pos_m=self.pos.copy(), eef_quat_xyzw=mat_to_quat(self.rot),
+                           gripper_width_mm=w, gripper_fraction=self.gripper,
+                           joints_rad=np.zeros(6), images=imgs, step=self.steps)
+
+    def _render(self) -> np.ndarray:
+        """A tiny synthetic top view: a bright dot where the tool is (so frames change as it moves)."""
+        n = self.image_size
+        img = np.full((n, n, 3), 40, dtype=np.uint8)
+        ws = self.profile.workspace_mm
+        u = (self.pos[1] * 1000 - ws["y"][0]) / (ws["y"][1] - ws["y"][0])
+        v = (self.pos[0] * 1000 - ws["x"][0]) / (ws["x"][1] - ws["x"][0])
+        r, c = int(np.clip((1 - v) * (n - 1), 0, n - 1)), int(np.clip((1 - u) * (n - 1), 0, n - 1))
+        img[max(0, r - 1):r + 2, max(0, c - 1):c + 2] = (255, 200, 0)
+        return img
+
+    def _tick(self) -> None:
+        self.steps += 1
+        self.t += self.profile.period_s
+        if self.realtime:
+            time.sleep(self.profile.period_s)
+        if self.fault_after_steps is not None and self.steps >= self.fault_after_steps:
+            self.fault_after_steps = None
+            raise RobotFault("injected fault", code=99, kind="fault")
+        if self.step_hook:
+            self.step_hook(self)
+
+    def execute(self, motion: Motion, estop: threading.Event) -> MotionResult:
+        self.executed.append(motion)
+        self._stop.clear()                            # stop() halts the motion under way, not later ones
+        prof = self.profile
+        vmax = prof.move_mm_s / 1000.0 * prof.period_s
+        wmax = math.radians(prof.rotate_deg_s) * prof.period_s
+        gmax = 0.25                                   # fraction per step
+        tol = prof.tolerances.position_mm / 1000.0 * 0.25
+        for k in range(motion.max_steps):
+            if estop.is_set() or self._stop.is_set():
+                return MotionResult(k, converged=False, stopped=True, note="stopped")
+            if motion.kind == "wait":
+                self._tick()
+                continue
+            dp = motion.target_pos_m - self.pos
+            dr = rot_error(motion.target_rot, self.rot)
+            dg = 0.0 if motion.gripper is None else motion.gripper - self.gripper
+            if self.grip_object_mm is not None and motion.gripper is not None:
+                floor = self.grip_object_mm / prof.gripper_max_width_mm
+                if self.gripper <= floor + 1e-9 and dg < 0:
+                    return MotionResult(k, converged=True, note=f"stalled: holding at {self.grip_object_mm:.1f} mm")
+            if np.linalg.norm(dp) <= tol and np.linalg.norm(dr) < 1e-4 and abs(dg) < 1e-6:
+                return MotionResult(k, converged=True)
+            n = np.linalg.norm(dp)
+            step = dp if n <= vmax else dp / n * vmax
+            new = self.pos + step
+            if self.obstacle_z_m is not None and new[2] < self.obstacle_z_m:
+                new[2] = self.obstacle_z_m
+                if abs(new[2] - self.pos[2]) < 1e-12 and np.linalg.norm(new[:2] - self.pos[:2]) < 1e-12:
+                    self._tick()
+                    return MotionResult(k + 1, converged=False, note="stalled: contact")
+            self.pos = new
+            a = np.linalg.norm(dr)
+            if a > 1e-12:
+                self.rot = axis_angle_to_mat(dr / a, min(a, wmax)) @ self.rot
+            if motion.gripper is not None:
+                g = self.gripper + float(np.clip(dg, -gmax, gmax))
+                if self.grip_object_mm is not None and dg < 0:
+                    g = max(g, self.grip_object_mm / prof.gripper_max_width_mm)
+                self.gripper = g
+            self._tick()
+        return MotionResult(motion.max_steps, converged=motion.kind == "wait", note="step limit reached")
+
+    def stop(self) -> None:
+        self._stop.set()

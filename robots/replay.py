@@ -1,0 +1,55 @@
+"""Record a robot's observations and replay them: the Controller's determinism check.
+
+``RecordingRobot`` wraps any backend and logs every observation it returns and every motion it
+receives. ``ReplayRobot`` plays the logged observations back in order (no motion happens) and logs
+the motions the Controller sends, so a replay can be compared motion for motion and report for
+report with the original run."""
+from __future__ import annotations
+
+import copy
+import threading
+
+from motormind.robot import Motion, MotionResult, Observation, Robot
+
+
+class RecordingRobot(Robot):
+    def __init__(self, inner: Robot):
+        self.inner = inner
+        self.profile = inner.profile
+        self.observations: list[Observation] = []
+        self.results: list[MotionResult] = []
+        self.motions: list[Motion] = []
+
+    def observe(self, images: bool = False) -> Observation:
+        obs = self.inner.observe(images)
+        self.observations.append(copy.deepcopy(obs))
+        return obs
+
+    def execute(self, motion: Motion, estop: threading.Event) -> MotionResult:
+        self.motions.append(motion)
+        res = self.inner.execute(motion, estop)
+        self.results.append(copy.deepcopy(res))
+        return res
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+
+class ReplayRobot(Robot):
+    def __init__(self, profile, observations: list[Observation], results: list[MotionResult]):
+        self.profile = profile
+        self._obs = list(observations)
+        self._res = list(results)
+        self.motions: list[Motion] = []
+
+    def observe(self, images: bool = False) -> Observation:
+        if not self._obs:
+            raise RuntimeError("replay: the recorded observation sequence is exhausted")
+        return copy.deepcopy(self._obs.pop(0))
+
+    def execute(self, motion: Motion, estop: threading.Event) -> MotionResult:
+        self.motions.append(motion)
+        return copy.deepcopy(self._res.pop(0))
+
+    def stop(self) -> None:
+        pass

