@@ -23,7 +23,20 @@ def _run(args) -> int:
     return 0 if s["success"] else 1
 
 
+# Subcommands that live beside their code: each module has ``register(subparsers)`` which adds its
+# parser and sets ``fn``. Modules are imported lazily only to register (they must import lightly).
+PLUGINS = [
+    "motormind.serve.cli",        # serve-brain: the local OpenAI-compatible server
+    "motormind.evaluate.cli",     # eval: LIBERO-PRO evaluation at scale
+    "motormind.diagnose.cli",     # diagnose: the VLM skill diagnostic
+    "motormind.sim.xarm_emulator.cli",  # emulate: the xArm6 controller emulator
+    "motormind.ros.cli",          # launch: start the ROS 2 nodes without the ros2 CLI
+    "motormind.console.cli",      # console: the operator console
+]
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import importlib
     p = argparse.ArgumentParser(prog="motormind", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one LIBERO-PRO episode headless through the whole stack")
@@ -40,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-media", action="store_true", help="do not write the contact sheet and video")
     r.add_argument("--out", default=None, help="run directory (default: runs/<time>_<suite>_t<task>_i<init>_<brain>)")
     r.set_defaults(fn=_run)
+    for name in PLUGINS:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):   # that part is not built (yet)
+                continue
+            raise
+        mod.register(sub)
     return p
 
 

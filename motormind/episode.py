@@ -40,8 +40,13 @@ def make_brain(name: str, robot, profile):
     raise SystemExit(f"--brain: unknown brain {name!r} (available here: oracle)")
 
 
-def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = None) -> dict:
-    """Run one episode; returns the summary dict (also written to RUN_DIR/summary.json)."""
+def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = None, robot=None,
+                brain_wrapper=None) -> dict:
+    """Run one episode; returns the summary dict (also written to RUN_DIR/summary.json).
+
+    ``robot``: an open LiberoRobot of the same suite and task to reuse (it is reset to the spec's
+    init state and left open); otherwise one is built and closed here. ``brain_wrapper(brain)``
+    wraps the brain (the evaluation's noisy brain)."""
     from .sim.libero_pro.backend import LiberoRobot   # lazy: the core does not import the simulator
 
     progress = progress or (lambda s: print(s, file=sys.stderr, flush=True))
@@ -55,12 +60,20 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
     rec = Recorder(run_dir)
     t0 = time.monotonic()
     progress(f"building {spec.suite} task {spec.task} init state {spec.init_state} ...")
-    robot = LiberoRobot(spec.suite, spec.task, spec.init_state, seed=spec.seed, image_size=spec.image_size,
-                        max_env_steps=spec.max_steps)
+    own = robot is None
+    if own:
+        robot = LiberoRobot(spec.suite, spec.task, spec.init_state, seed=spec.seed, image_size=spec.image_size,
+                            max_env_steps=spec.max_steps)
+    else:
+        if (robot.suite_name, robot.task_index) != (spec.suite, spec.task):
+            raise ValueError(f"robot is {robot.suite_name}/{robot.task_index}, spec wants {spec.suite}/{spec.task}")
+        robot.reset(spec.init_state, seed=spec.seed)
     try:
         instruction = robot.language_instruction
         versions = robot.versions()
         brain = make_brain(spec.brain, robot, robot.profile)
+        if brain_wrapper is not None:
+            brain = brain_wrapper(brain)
         header = {"motormind": __version__, "python": platform.python_version(), "simulator": versions,
                   "suite": spec.suite, "task": spec.task, "init_state": spec.init_state, "seed": spec.seed,
                   "task_name": robot.task_name, "instruction": instruction, "instruction_source":
@@ -94,4 +107,5 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         return summary
     finally:
         rec.close()
-        robot.close()
+        if own:
+            robot.close()

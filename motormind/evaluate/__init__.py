@@ -1,0 +1,1 @@
+"""LIBERO-PRO evaluation at scale: grids of episodes, parallel workers, resumable results, reports."""

@@ -1,0 +1,63 @@
+"""Before an evaluation runs: every suite is complete, and a perturbed suite really is perturbed.
+
+A LIBERO-PRO variant that silently used its base suite's instruction or init states would report
+base-suite numbers under a perturbation's name. For each task to run we compare the variant with
+its base: ``_lan`` and ``_task`` must change the BDDL instruction, ``_object`` the objects, ``_swap``
+the initial placements, and every variant must ship init states of its own.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ConfigError
+from .report import split_suite
+
+
+def _bddl(suite, t: int) -> str:
+    from ..sim.libero_pro.suites import task_paths
+    bddl, _ = task_paths(suite, t)
+    return open(bddl).read()
+
+
+def _section(text: str, name: str) -> str:
+    i = text.find(f"(:{name}")
+    if i < 0:
+        return ""
+    depth, j = 0, i
+    while j < len(text):
+        depth += text[j] == "("
+        depth -= text[j] == ")"
+        j += 1
+        if depth == 0:
+            break
+    return " ".join(text[i:j].split()).lower()
+
+
+def check_suite(name: str, tasks: list[int]) -> list[str]:
+    """Raise ConfigError naming what is wrong; return notes on what was checked."""
+    from ..sim.libero_pro.suites import SuiteError, require_complete, stdout_to_stderr
+    with stdout_to_stderr():
+        try:
+            suite = require_complete(name)
+        except SuiteError as e:
+            raise ConfigError(f"refusing suite {name!r}: {e}") from None
+        n = suite.get_num_tasks()
+        bad = [t for t in tasks if not 0 <= t < n]
+        if bad:
+            raise ConfigError(f"--tasks: {bad} out of range for {name!r} (0..{n - 1})")
+        base, pert = split_suite(name)
+        if pert == "base":
+            return [f"{name}: complete, {n} tasks"]
+        base_suite = require_complete(base)
+        want = {"lan": "language", "task": "goal", "object": "objects", "swap": "init"}[pert]
+        for t in tasks:
+            v_text, b_text = _bddl(suite, t), _bddl(base_suite, t)
+            if _section(v_text, want) == _section(b_text, want):
+                raise ConfigError(f"refusing suite {name!r}: task {t}'s BDDL has the same ({want} ...) section as "
+                                  f"{base!r}: the perturbation is missing (would silently evaluate the base task)")
+            v_states = suite.get_task_init_states(t)
+            b_states = base_suite.get_task_init_states(t)
+            if v_states.shape == b_states.shape and np.array_equal(v_states, b_states):
+                raise ConfigError(f"refusing suite {name!r}: task {t} uses {base!r}'s init states, not its own")
+    return [f"{name}: complete, {n} tasks; '{pert}' perturbation present in the BDDL ({want}) and own init "
+            f"states for tasks {tasks}"]

@@ -1,0 +1,154 @@
+"""Aggregate result rows into tables, and write report.md and report.html (with plots)."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections import defaultdict
+from pathlib import Path
+
+from .stats import median, wilson
+
+PRO_SUFFIXES = ("_lan", "_object", "_swap", "_task", "_env")
+
+
+def split_suite(suite: str) -> tuple[str, str]:
+    """('libero_spatial_swap') -> ('libero_spatial', 'swap'); base suites -> (suite, 'base')."""
+    for suf in PRO_SUFFIXES:
+        if suite.endswith(suf) and suite != "libero_object" and not suite.endswith("libero" + suf):
+            return suite[: -len(suf)], suf[1:]
+    return suite, "base"
+
+
+def failure_cause(r: dict) -> str:
+    if r.get("success"):
+        return ""
+    o = r.get("outcome", "")
+    if o in ("step_budget", "wall_budget", "batch_budget"):
+        return "budget ran out"
+    if o in ("fault", "error", "worker_died"):
+        return "fault" if o == "fault" else o.replace("_", " ")
+    if r.get("verifier_rejections"):
+        return "verifier rejections"
+    if r.get("controller_rejections"):
+        return "controller rejections"
+    return o.replace("_", " ") or "unknown"
+
+
+def group(rows: list[dict], keyf) -> dict:
+    g = defaultdict(list)
+    for r in rows:
+        g[keyf(r)].append(r)
+    return dict(sorted(g.items()))
+
+
+def summarize(rs: list[dict]) -> dict:
+    n = len(rs)
+    k = sum(bool(r["success"]) for r in rs)
+    lo, hi = wilson(k, n)
+    causes = defaultdict(int)
+    for r in rs:
+        c = failure_cause(r)
+        if c:
+            causes[c] += 1
+    tok = [sum((r.get("vlm_tokens") or {}).values()) for r in rs]
+    return {"n": n, "success": k, "rate": k / n if n else 0.0, "ci": (lo, hi),
+            "vlm_s": median([r["vlm_s"] for r in rs]), "motion_s": median([r["motion_s"] for r in rs]),
+            "overhead_s": median([r["overhead_s"] for r in rs]), "episode_s": median([r["episode_s"] for r in rs]),
+            "vlm_calls": sum(r["vlm_calls"] for r in rs) / max(1, n), "tokens": sum(tok) / max(1, n),
+            "steps": median([r["steps"] for r in rs]), "causes": dict(causes),
+            "privileged": any(r.get("privileged") for r in rs)}
+
+
+def _fmt_row(name: str, s: dict) -> str:
+    causes = ", ".join(f"{c} {n}" for c, n in sorted(s["causes"].items())) or "-"
+    return (f"| {name} | {s['success']}/{s['n']} | {100 * s['rate']:.0f}% [{100 * s['ci'][0]:.0f}, {100 * s['ci'][1]:.0f}] "
+            f"| {s['episode_s']:.1f} | {s['vlm_s']:.2f} / {s['motion_s']:.1f} / {s['overhead_s']:.1f} "
+            f"| {s['vlm_calls']:.1f} | {s['tokens']:.0f} | {causes} |")
+
+
+HEADER = ("| group | success | rate [95% Wilson] | episode s (median) | VLM / motion / overhead s | "
+          "VLM calls/ep | tokens/ep | failures by cause |\n|---|---|---|---|---|---|---|---|")
+
+
+def tables(rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
+    out = {}
+    out["by suite"] = [(k, summarize(v)) for k, v in group(rows, lambda r: r["suite"]).items()]
+    out["by perturbation"] = [(k, summarize(v)) for k, v in
+                              group(rows, lambda r: split_suite(r["suite"])[1]).items()]
+    if len({r["ablation"] for r in rows}) > 1 or len({str(r.get("noise")) for r in rows}) > 1:
+        out["by ablation"] = [(k, summarize(v)) for k, v in group(
+            rows, lambda r: f"{r['ablation']}" + (f" noise={r['noise']}" if r.get("noise") else "")).items()]
+    out["overall"] = [("all", summarize(rows))]
+    return out
+
+
+def markdown(rows: list[dict], title: str = "MotorMind evaluation") -> str:
+    lines = [f"# {title}", ""]
+    if not rows:
+        return "\n".join(lines + ["No finished episodes."])
+    brains = sorted({r.get("brain_label") or r["brain"] for r in rows})
+    lines.append(f"{len(rows)} episodes; brain(s): {', '.join(brains)}.")
+    if any(r.get("privileged") for r in rows):
+        lines.append("**Results of the oracle brain read privileged simulator state: an upper bound for the stack, "
+                     "not a VLM's score.**")
+    sims = {str(r.get("simulator")) for r in rows if r.get("simulator")}
+    if sims:
+        lines.append(f"Simulator: {'; '.join(sorted(sims))}")
+    lines.append("")
+    for name, tab in tables(rows).items():
+        lines += [f"## {name.capitalize()}", "", HEADER] + [_fmt_row(k, s) for k, s in tab] + [""]
+    return "\n".join(lines)
+
+
+def _plots(rows: list[dict]) -> list[tuple[str, str]]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    out = []
+    tab = tables(rows)["by suite"]
+    names = [k for k, _ in tab]
+    rates = [100 * s["rate"] for _, s in tab]
+    err = [[100 * (s["rate"] - s["ci"][0]) for _, s in tab], [100 * (s["ci"][1] - s["rate"]) for _, s in tab]]
+    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(names) + 2), 3.2))
+    ax.bar(names, rates, yerr=err, capsize=4, color="#4c78a8")
+    ax.set_ylabel("success % (95% Wilson)")
+    ax.set_ylim(0, 105)
+    ax.tick_params(axis="x", rotation=30, labelsize=8)
+    fig.tight_layout()
+    out.append(("Success per suite", _png(fig)))
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(names) + 2), 3.2))
+    bottom = [0.0] * len(tab)
+    for part, color in (("vlm_s", "#f58518"), ("motion_s", "#54a24b"), ("overhead_s", "#b279a2")):
+        vals = [s[part] for _, s in tab]
+        ax.bar(names, vals, bottom=bottom, label=part.replace("_s", ""), color=color)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_ylabel("seconds per episode (median)")
+    ax.legend(fontsize=8)
+    ax.tick_params(axis="x", rotation=30, labelsize=8)
+    fig.tight_layout()
+    out.append(("Timing split", _png(fig)))
+    plt.close(fig)
+    return out
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def write_reports(rows: list[dict], out_dir: str | Path, title: str = "MotorMind evaluation") -> dict:
+    out = Path(out_dir)
+    md = markdown(rows, title)
+    (out / "report.md").write_text(md)
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    if rows:
+        for name, img in _plots(rows):
+            body.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' src='data:image/png;base64,{img}'>")
+    body.append("<pre>" + html.escape(md) + "</pre>")
+    (out / "report.html").write_text("<!doctype html><meta charset='utf-8'><title>" + html.escape(title) +
+                                     "</title><body style='font-family:sans-serif;max-width:1100px'>" +
+                                     "\n".join(body) + "</body>")
+    return {"markdown": str(out / "report.md"), "html": str(out / "report.html")}

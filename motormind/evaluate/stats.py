@@ -1,0 +1,23 @@
+"""Small statistics for results: Wilson score intervals, medians."""
+from __future__ import annotations
+
+import math
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval for k successes in n trials (0, 0 for n = 0... reported as (0, 1))."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def median(xs) -> float:
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2

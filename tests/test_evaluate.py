@@ -1,0 +1,106 @@
+"""motormind eval: resume loses and duplicates nothing, workers agree, bad suites are refused."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from motormind.evaluate.report import failure_cause, markdown, split_suite
+from motormind.evaluate.stats import wilson
+from motormind.evaluate.store import ResultStore
+
+EVAL = [sys.executable, "-m", "motormind.cli", "eval"]
+
+
+def rows(out):
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def strip(r):
+    return {k: r[k] for k in ("key", "success", "outcome", "steps", "batches", "replans")}
+
+
+def test_wilson_interval():
+    lo, hi = wilson(8, 10)
+    assert lo == pytest.approx(0.490, abs=1e-3) and hi == pytest.approx(0.943, abs=1e-3)
+    assert wilson(0, 0) == (0.0, 1.0) and wilson(5, 5)[1] == 1.0
+
+
+def test_resume_after_a_killed_run_loses_and_duplicates_nothing(tmp_path):
+    out = tmp_path / "ev"
+    args = EVAL + ["--backend", "fake", "--suites", "fake", "--tasks", "0-1", "--inits", "0-4", "--workers", "1",
+                   "--out", str(out)]
+    env = {**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "0.4"}
+    p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if (out / "results.jsonl").exists() and len((out / "results.jsonl").read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGKILL)          # the coordinator and its workers, mid-run
+    p.wait()
+    first = rows(out)
+    assert 3 <= len(first) < 10
+    with open(out / "results.jsonl", "a") as f:
+        f.write('{"key": "torn')                # a crash mid-write leaves a torn line
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"{len(first)} already finished" in done.stderr and "dropped 1 torn line" in done.stderr
+    final = rows(out)
+    keys = [r["key"] for r in final]
+    assert len(keys) == len(set(keys)) == 10
+    assert [strip(r) for r in final[:len(first)]] == [strip(r) for r in first]   # nothing rewritten
+    assert "| fake |" in done.stdout and (out / "report.html").exists()
+
+
+def test_two_workers_match_one_and_a_dead_worker_is_rerun(tmp_path):
+    base = ["--backend", "fake", "--suites", "fake", "--tasks", "0-2", "--inits", "0-3"]
+    one = subprocess.run(EVAL + base + ["--workers", "1", "--out", str(tmp_path / "a")], capture_output=True,
+                         text=True, timeout=120)
+    env = {**os.environ, "MOTORMIND_FAKE_CRASH_ONCE": str(tmp_path / "crashed"), "MOTORMIND_FAKE_JOB_SLEEP": "0.5"}
+    two = subprocess.run(EVAL + base + ["--workers", "2", "--out", str(tmp_path / "b")], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert one.returncode == 0 and two.returncode == 0, two.stderr[-2000:]
+    assert (tmp_path / "crashed").exists()                       # a worker really died mid-episode
+    a = sorted(map(strip, rows(tmp_path / "a")), key=lambda r: r["key"])
+    b_rows = rows(tmp_path / "b")
+    b = sorted(map(strip, b_rows), key=lambda r: r["key"])
+    assert a == b and len(a) == 12
+    assert len({r["pid"] for r in b_rows}) >= 2                  # really spread over processes
+    assert any(r["attempt"] == 1 for r in b_rows)                # the dead worker's episode was rerun
+
+
+@pytest.mark.sim
+def test_incomplete_suite_is_refused_with_a_reason(tmp_path):
+    p = subprocess.run(EVAL + ["--suites", "libero_spatial_env", "--tasks", "0", "--inits", "0", "--out",
+                               str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert "refusing suite 'libero_spatial_env'" in p.stderr and "missing" in p.stderr
+    assert not (tmp_path / "x" / "results.jsonl").exists()
+
+
+@pytest.mark.sim
+def test_perturbed_suite_uses_its_own_resources():
+    from motormind.evaluate.checks import check_suite
+    notes = check_suite("libero_spatial_lan", [0, 1])
+    assert "'lan' perturbation present" in notes[0]
+
+
+def test_report_groups_and_labels():
+    r = {"key": "k", "suite": "libero_spatial_swap", "ablation": "full", "noise": {}, "success": False,
+         "outcome": "step_budget", "steps": 220, "vlm_s": 1.0, "motion_s": 5.0, "overhead_s": 2.0, "episode_s": 8.0,
+         "vlm_calls": 20, "verifier_rejections": 1, "controller_rejections": 0, "privileged": True, "brain": "oracle"}
+    assert split_suite("libero_object") == ("libero_object", "base")
+    assert split_suite("libero_object_swap") == ("libero_object", "swap")
+    assert failure_cause(r) == "budget ran out"
+    md = markdown([r, {**r, "key": "k2", "success": True}])
+    assert "privileged" in md and "| libero_spatial_swap | 1/2 |" in md and "| swap | 1/2 |" in md
+
+
+def test_store_skips_duplicates(tmp_path):
+    s = ResultStore(tmp_path)
+    assert s.append({"key": "a", "x": 1}) and not s.append({"key": "a", "x": 2})
+    assert ResultStore(tmp_path).rows["a"]["x"] == 1
