@@ -49,11 +49,12 @@ def check_suite(name: str, tasks: list[int]) -> list[str]:
         if pert == "base":
             return [f"{name}: complete, {n} tasks"]
         base_suite = require_complete(base)
-        want = {"lan": "language", "task": "goal", "object": "objects", "swap": "init"}[pert]
+        sections = {"lan": ("language",), "task": ("goal",), "object": ("objects", "fixtures"), "swap": ("init",)}[pert]
+        want = " or ".join(sections)
         for t in tasks:
             v_text, b_text = _bddl(suite, t), _bddl(base_suite, t)
-            if _section(v_text, want) == _section(b_text, want):
-                raise ConfigError(f"refusing suite {name!r}: task {t}'s BDDL has the same ({want} ...) section as "
+            if all(_section(v_text, sec) == _section(b_text, sec) for sec in sections):
+                raise ConfigError(f"refusing suite {name!r}: task {t}'s BDDL has the same ({want} ...) as "
                                   f"{base!r}: the perturbation is missing (would silently evaluate the base task)")
             v_states = suite.get_task_init_states(t)
             b_states = base_suite.get_task_init_states(t)
