@@ -24,10 +24,9 @@ import numpy as np
 from .. import SCHEMA_VERSION
 from .base import Brain, BrainReply, BrainRequest
 
-APPROACH_M = 0.08          # pre-grasp height above the grasp point
+APPROACH_M = 0.05          # pre-grasp height above the grasp point
 LIFT_CLEAR_M = 0.06        # carried object's bottom clears the target's top by this much
 RELEASE_M = 0.012          # release with the object's bottom this far above the support
-RETREAT_M = 0.06
 FINGER_SPAN_M = 0.070      # widest object the fingers can straddle (78 mm open, some margin)
 HOLD_MIN_MM = 2.5          # a closed gripper narrower than this holds nothing
 
@@ -97,6 +96,23 @@ class OracleBrain(Brain):
             d = np.maximum(np.maximum(lo[:2] - p[:2], p[:2] - hi[:2]), 0)
             best = min(best, float(np.linalg.norm(d)))
         return best
+
+    def _tallest_between(self, p0, p1, radius: float, skip) -> float:
+        """Highest top (m) of the objects whose footprint comes within ``radius`` of the segment p0-p1."""
+        top = -1.0
+        d = np.asarray(p1) - np.asarray(p0)
+        L2 = float(d @ d) or 1e-9
+        for n in self.scene.object_names:
+            if n in skip:
+                continue
+            lo, hi = (np.asarray(v) for v in self.scene.object_aabb(n))
+            c = (lo[:2] + hi[:2]) / 2
+            t = float(np.clip((c - p0) @ d / L2, 0, 1))
+            q = p0 + t * d                            # nearest point of the segment to the centre
+            gap = np.maximum(np.maximum(lo[:2] - q, q - hi[:2]), 0)
+            if float(np.linalg.norm(gap)) < radius:
+                top = max(top, float(hi[2]))
+        return top
 
     # -- command helpers (mm on the wire) ---------------------------------------------------
     def _moves(self, delta_m: np.ndarray) -> list[dict]:
@@ -211,9 +227,14 @@ class OracleBrain(Brain):
                 blo, bhi = self._target_box(b)
                 off = (alo + ahi) / 2 - eef            # object centre relative to the grip point
                 bottom_off = alo[2] - eef[2]
-                z = max(eef[2], bhi[2] + LIFT_CLEAR_M - bottom_off, eef[2] + 0.04)
-                tgt = np.array([(blo[0] + bhi[0]) / 2 - off[0], (blo[1] + bhi[1]) / 2 - off[1], z])
-                cmds = self._path(eef, tgt, z)
+                goal_xy = np.array([(blo[0] + bhi[0]) / 2 - off[0], (blo[1] + bhi[1]) / 2 - off[1]])
+                top = max(bhi[2], self._tallest_between(eef[:2] + off[:2], goal_xy + off[:2],
+                                                        float(max(ahi[:2] - alo[:2])) / 2 + 0.01, (a, b)))
+                z = max(eef[2], top + LIFT_CLEAR_M - bottom_off, eef[2] + 0.04)
+                tgt = np.array([goal_xy[0], goal_xy[1], z])
+                # lift straight up off the support first, then rise and cross in one diagonal
+                lift = min(0.04, z - eef[2])
+                cmds = self._moves([0, 0, lift]) + self._moves(tgt - (eef + [0, 0, lift]))
         elif kind == "place":
             alo, _ = (np.asarray(v) for v in self.scene.object_aabb(a))
             blo, bhi = self._target_box(b)
@@ -221,7 +242,7 @@ class OracleBrain(Brain):
             dz = (support + RELEASE_M) - alo[2]
             if dz < 0:
                 cmds += self._moves([0, 0, dz])
-            cmds += [{"op": "gripper", "action": "open"}] + self._moves([0, 0, RETREAT_M])
+            cmds += [{"op": "gripper", "action": "open"}]     # the success check needs no retreat
         else:
             cmds = []
         return {"rationale": f"{kind} {a or ''} -> {b or ''} from privileged object poses",
