@@ -57,7 +57,6 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
             k += 1
         run_dir = run_dir.parent / f"{run_dir.name}_{k}"
         progress(f"{spec.out} already holds an episode; writing to {run_dir}")
-    rec = Recorder(run_dir)
     t0 = time.monotonic()
     progress(f"building {spec.suite} task {spec.task} init state {spec.init_state} ...")
     own = robot is None
@@ -68,6 +67,7 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         if (robot.suite_name, robot.task_index) != (spec.suite, spec.task):
             raise ValueError(f"robot is {robot.suite_name}/{robot.task_index}, spec wants {spec.suite}/{spec.task}")
         robot.reset(spec.init_state, seed=spec.seed)
+    rec = Recorder(run_dir)         # after the robot: a bad suite/task/init leaves no empty record
     try:
         instruction = robot.language_instruction
         versions = robot.versions()
