@@ -104,3 +104,16 @@ def test_store_skips_duplicates(tmp_path):
     s = ResultStore(tmp_path)
     assert s.append({"key": "a", "x": 1}) and not s.append({"key": "a", "x": 2})
     assert ResultStore(tmp_path).rows["a"]["x"] == 1
+
+
+def test_ray_gives_the_same_results_as_local_workers(tmp_path):
+    pytest.importorskip("ray")
+    base = ["--backend", "fake", "--suites", "fake", "--tasks", "0-1", "--inits", "0-3"]
+    loc = subprocess.run(EVAL + base + ["--workers", "1", "--out", str(tmp_path / "a")], capture_output=True,
+                         text=True, timeout=120)
+    ray = subprocess.run(EVAL + base + ["--ray", "--workers", "2", "--out", str(tmp_path / "r")],
+                         capture_output=True, text=True, timeout=300)
+    assert loc.returncode == 0 and ray.returncode == 0, ray.stderr[-2000:]
+    a = sorted(map(strip, rows(tmp_path / "a")), key=lambda r: r["key"])
+    r = sorted(map(strip, rows(tmp_path / "r")), key=lambda r: r["key"])
+    assert a == r and len(a) == 8
