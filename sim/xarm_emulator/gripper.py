@@ -77,6 +77,8 @@ class GripperModel:
             if self.enabled and self.error == 0:
                 t = _words_s32(values[0], values[1])
                 self.target = float(min(MAX_PULSE, max(MIN_PULSE, t)))
+                if abs(self.target - self.pos) > 0.5:
+                    self.status = 1     # synchronously: the SDK's first status poll must see "moving"
             return
         for i, v in enumerate(values):
             a = addr + i

@@ -158,11 +158,3 @@ def joint_limit_violations(q, tol: float = 1e-6) -> list[int]:
         if qi < lo - tol or qi > hi + tol:
             out.append(i + 1)
     return out
-
-
-def wrap_joints(q) -> np.ndarray:
-    """Bring the continuous joints (1, 4, 6) into [-pi, pi] when that keeps them within limits."""
-    q = np.array(q, dtype=float)
-    for i in (0, 3, 5):
-        q[i] = math.atan2(math.sin(q[i]), math.cos(q[i]))
-    return q

@@ -29,7 +29,7 @@ import struct
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -870,6 +870,24 @@ class XArmEmulator:
                     return True
             time.sleep(0.01)
         return False
+
+
+def free_loopback_host(report_port: int = 30002, tries: int = 50) -> str:
+    """A random 127.x.y.z whose ``report_port`` is free right now. Give every emulator its own
+    loopback address and parallel emulators (tests, other people's) never fight over 30002."""
+    import random
+    for _ in range(tries):
+        host = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(2, 254)}"
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, report_port))
+            return host
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise OSError(f"no loopback address with port {report_port} free")
 
 
 def serve(host: str = "127.0.0.1", port: int = 502, *, block: bool = True, **kwargs) -> XArmEmulator:

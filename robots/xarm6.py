@@ -1,0 +1,789 @@
+"""The UFACTORY xArm6 backend, through the unmodified ``xarm-python-sdk`` (pinned 1.18.4).
+
+    robot = XArm6Robot("192.168.1.222")                       # profile configs/robots/xarm6.yaml
+    robot = XArm6Robot("127.0.0.1", command_port=5020)        # the emulator on a non-root port
+
+What it does
+* Connects by IPv4 literal only (the SDK opens anything else as a *serial port*), with
+  ``forbid_uds=True`` (a local emulator's Unix socket must never capture a real arm's traffic), and
+  the rich report stream on 30002. ``command_port`` other than 502 patches
+  ``XCONF.SocketConf.TCP_CONTROL_PORT`` for the duration of the connect (the report port cannot move).
+* Bring-up: clear errors and warnings, enable the motors, mode 0 (position), state 0 (ready); then
+  writes the arm's own safety layer from the profile - the TCP boundary (fence) from
+  ``workspace_mm``, reduced mode with its TCP speed cap, collision sensitivity, TCP load - and
+  reads every value back. A read-back that differs refuses to run (``kind='safety_mismatch'``).
+* ``execute(motion, estop)``: moves and rotations are sent as ONE absolute Cartesian target (mm,
+  degrees; xArm roll/pitch/yaw) at the profile's speeds, non-blocking, and then servoed closed-loop:
+  every control period it reads the controller's state, error code and measured pose
+  (``get_position``, never the report cache) until the pose is within the profile's tolerance.
+  The gripper likewise (position in pulses, 10 per mm). ``estop`` is checked every period.
+* Faults - a nonzero SDK code, a controller error code, a lost link, a stall, an overrun - become
+  ``XArmFault`` (a ``RobotFault``) with ``kind`` and ``code`` (robots/xarm_errors.py). After a fault
+  the arm is stopped and the backend is latched: every ``execute`` raises until the operator calls
+  ``clear_fault()``. After a lost link nothing more is sent to the controller.
+* ``observe()`` returns SI: metres, quaternion xyzw (from the controller's roll/pitch/yaw), joints
+  in radians, gripper width mm and fraction, and camera images on request.
+
+Nothing here imports ``xarm`` at module level; the SDK is imported on the first connect.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import math
+import os
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from motormind.errors import ConfigError, RobotFault
+from motormind.geometry import angle_between, mat_to_quat
+from motormind.profile import RobotProfile, load_profile
+from motormind.robot import Motion, MotionResult, Observation, Robot
+
+from .xarm_errors import XArmFault, controller_fault, sdk_fault
+
+log = logging.getLogger("motormind.robots.xarm6")
+
+SDK_VERSION = "1.18.4"
+_CONNECT_LOCK = threading.Lock()      # the control-port patch is process-wide: one connect at a time
+
+
+def _import_sdk():
+    """Import the SDK lazily. Its log module creates ~/.UFACTORY at import; if $HOME is not
+    writable, retry with a temporary HOME for the import only."""
+    try:
+        from xarm.core.config.x_config import XCONF
+        from xarm.wrapper import XArmAPI
+    except ImportError as e:
+        raise ConfigError(f"the xArm backend needs xarm-python-sdk ({e}); "
+                          f"install it with: pip install xarm-python-sdk=={SDK_VERSION}") from e
+    except OSError:
+        old = os.environ.get("HOME")
+        os.environ["HOME"] = tempfile.mkdtemp(prefix="motormind-xarm-home-")
+        try:
+            from xarm.core.config.x_config import XCONF
+            from xarm.wrapper import XArmAPI
+        finally:
+            if old is None:
+                os.environ.pop("HOME", None)
+            else:
+                os.environ["HOME"] = old
+    return XArmAPI, XCONF
+
+
+def rpy_to_mat(roll: float, pitch: float, yaw: float) -> np.ndarray:
+    """The xArm's orientation convention (radians): R = Rz(yaw) @ Ry(pitch) @ Rx(roll)."""
+    cr, sr = math.cos(roll), math.sin(roll)
+    cp, sp = math.cos(pitch), math.sin(pitch)
+    cy, sy = math.cos(yaw), math.sin(yaw)
+    return np.array([
+        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+        [-sp, cp * sr, cp * cr],
+    ])
+
+
+def mat_to_rpy(r: np.ndarray) -> tuple[float, float, float]:
+    """Inverse of rpy_to_mat (radians); at pitch = +-90 degrees the roll is folded into yaw."""
+    sp = max(-1.0, min(1.0, -float(r[2, 0])))
+    pitch = math.asin(sp)
+    if abs(sp) < 1.0 - 1e-9:
+        return math.atan2(r[2, 1], r[2, 2]), pitch, math.atan2(r[1, 0], r[0, 0])
+    return 0.0, pitch, math.atan2(-r[0, 1], r[1, 1])
+
+
+def check_ipv4(ip: str) -> str:
+    """Return ``ip`` if it is an IPv4 literal, else raise ConfigError explaining why."""
+    try:
+        return str(ipaddress.IPv4Address(str(ip).strip()))
+    except ValueError:
+        raise ConfigError(
+            f"xArm address {ip!r} is not an IPv4 literal. The SDK treats anything else (a hostname, "
+            f"'localhost', a docker service name) as a serial device; resolve it first, e.g. "
+            f"socket.gethostbyname({str(ip)!r}), and pass the address.") from None
+
+
+class XArm6Robot(Robot):
+    """The physical xArm6 (or its emulator) behind the Robot interface.
+
+    Args:
+        ip: controller address, IPv4 literal.
+        profile: RobotProfile or profile name (default ``xarm6``).
+        command_port: the controller's command port (502; the emulator may serve another).
+        cameras: ``{name: source}`` or a list of camera configs (robots/cameras.py), or a CameraSet.
+        connect: connect and bring up now (default). Otherwise call ``connect()``.
+        gripper: drive the xArm Gripper (RS485 tunnel); False for an arm without one.
+        gripper_speed: gripper speed in r/min (the SDK's unit).
+        gripper_pulses_per_mm: gripper position units per mm of finger gap (850 = 85 mm).
+        tcp_acc_mm_s2: Cartesian acceleration sent with each move.
+        stall_timeout_s: a move whose measured pose makes no progress for this long while the
+            controller says "moving" is stopped and raises ``kind='stall'``.
+        readback_timeout_s: how long to wait for the report stream to show the written settings.
+    """
+
+    def __init__(self, ip: str, profile: RobotProfile | str = "xarm6", *, command_port: int = 502,
+                 cameras=None, connect: bool = True, gripper: bool = True, gripper_speed: int = 5000,
+                 gripper_pulses_per_mm: float = 10.0, tcp_acc_mm_s2: float = 1000.0,
+                 stall_timeout_s: float = 1.0, readback_timeout_s: float = 2.0):
+        self.ip = check_ipv4(ip)
+        self.profile = profile if isinstance(profile, RobotProfile) else load_profile(profile)
+        self.command_port = int(command_port)
+        if not 0 < self.command_port < 65536 or self.command_port in (30000, 30001, 30002, 30003, 30004):
+            raise ConfigError(f"command_port {command_port}: must be a TCP port other than the report "
+                              "ports 30000-30003 (and 30001, whose +1 the SDK would mistake for a command socket)")
+        self.use_gripper = bool(gripper)
+        self.gripper_speed = int(gripper_speed)
+        self.pulses_per_mm = float(gripper_pulses_per_mm)
+        self.tcp_acc = float(tcp_acc_mm_s2)
+        self.stall_timeout_s = float(stall_timeout_s)
+        self.readback_timeout_s = float(readback_timeout_s)
+        self._cameras_cfg = cameras
+        self.cameras = None
+        self._arm = None
+        self._fault: XArmFault | None = None
+        self._link_lost = False
+        self._stop_evt = threading.Event()
+        self._last_gripper_mm = float(self.profile.gripper_max_width_mm)
+        self._safety_expected: dict = {}
+        if cameras is not None:
+            from .cameras import CameraSet
+            self.cameras = cameras if isinstance(cameras, CameraSet) else CameraSet(cameras)
+        if connect:
+            try:
+                self.connect()
+            except BaseException:
+                self.close()
+                raise
+
+    # ============================================================================ connection
+    @property
+    def arm(self):
+        """The underlying ``xarm.wrapper.XArmAPI`` (for diagnostics; do not move the arm with it)."""
+        return self._arm
+
+    @property
+    def connected(self) -> bool:
+        return self._arm is not None and bool(self._arm.connected) and not self._link_lost
+
+    @property
+    def fault(self) -> XArmFault | None:
+        """The latched fault, or None."""
+        return self._fault
+
+    @property
+    def camera_names(self) -> list[str]:
+        return self.cameras.names if self.cameras is not None else []
+
+    def connect(self) -> None:
+        """Connect, bring the arm up, write and verify its safety settings. Raises XArmFault."""
+        XArmAPI, XCONF = _import_sdk()
+        if self._arm is not None:
+            self._disconnect_quietly()
+        self._link_lost = False
+        with _CONNECT_LOCK:
+            saved = XCONF.SocketConf.TCP_CONTROL_PORT
+            XCONF.SocketConf.TCP_CONTROL_PORT = self.command_port
+            try:
+                arm = XArmAPI(self.ip, is_radian=False, do_not_open=True, forbid_uds=True,
+                              report_type="rich", enable_report=True)
+                arm.connect()
+            except Exception as e:  # noqa: BLE001 - the SDK raises bare Exception
+                raise XArmFault(f"cannot connect to the xArm controller at {self.ip}:{self.command_port}: {e}",
+                                kind="connection", where="connect") from e
+            finally:
+                XCONF.SocketConf.TCP_CONTROL_PORT = saved
+        self._arm = arm
+        try:
+            self._bring_up()
+        except BaseException:
+            self._halt_quietly()
+            self._disconnect_quietly()
+            raise
+        self._fault = None
+        log.info("xArm6 at %s ready (firmware %s)", self.ip, arm.version)
+
+    def _bring_up(self) -> None:
+        arm = self._arm
+        deadline = time.monotonic() + 3.0
+        while arm.count == -1 and time.monotonic() < deadline:   # the first rich report sets count
+            if not arm.connected:
+                break
+            time.sleep(0.02)
+        if not arm.connected:
+            raise XArmFault(f"the xArm controller at {self.ip} closed the connection during bring-up",
+                            kind="connection", where="connect")
+        if arm.count == -1:
+            raise XArmFault(f"no report stream from {self.ip}:30002 (the SDK cannot wait for motions "
+                            "without it)", kind="connection", where="connect")
+        if arm.axis != 6:
+            raise XArmFault(f"the controller at {self.ip} reports a {arm.axis}-axis arm, not an xArm6 "
+                            f"(version {arm.version!r})", kind="config", where="connect")
+        self._rc(arm.clean_error(), "clean_error")
+        self._rc(arm.clean_warn(), "clean_warn")
+        self._rc(arm.motion_enable(enable=True), "motion_enable")
+        self._rc(arm.set_mode(0), "set_mode(0)")
+        self._rc(arm.set_state(0), "set_state(0)")
+        self._check_error("bring-up")
+        self._apply_safety()
+        if self.use_gripper:
+            self._gripper_up()
+        self._rc(arm.set_state(0), "set_state(0)")
+        self._check_error("bring-up")
+        code, state = arm.get_state()
+        self._rc(code, "get_state")
+        if state not in (0, 1, 2):
+            raise XArmFault(f"the arm is not ready after bring-up (state {state})", kind="not_ready",
+                            where="connect")
+
+    def _gripper_up(self) -> None:
+        arm = self._arm
+        self._rc(arm.set_gripper_mode(0), "set_gripper_mode(0)", gripper=True)
+        self._rc(arm.set_gripper_enable(True), "set_gripper_enable", gripper=True)
+        self._rc(arm.set_gripper_speed(self.gripper_speed), "set_gripper_speed", gripper=True)
+
+    # ============================================================================ safety layer
+    def safety_targets(self) -> dict:
+        """What the arm's own safety layer is set to, from the profile (mm, mm/s, kg)."""
+        ws = self.profile.workspace_mm
+        s = self.profile.safety or {}
+        out = {
+            # x max, x min, y max, y min, z max, z min: rounded inwards to whole mm
+            "boundary": [math.floor(ws["x"][1]), math.ceil(ws["x"][0]), math.floor(ws["y"][1]),
+                         math.ceil(ws["y"][0]), math.floor(ws["z"][1]), math.ceil(ws["z"][0])],
+            "fence": bool(s.get("fence", True)),
+            "reduced_mode": bool(s.get("reduced_mode", True)),
+        }
+        if "reduced_tcp_speed_mm_s" in s:
+            out["reduced_tcp_speed"] = float(s["reduced_tcp_speed_mm_s"])
+        if "collision_sensitivity" in s:
+            v = s["collision_sensitivity"]
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 5:
+                raise ConfigError(f"safety.collision_sensitivity: must be an integer 0..5, got {v!r}")
+            out["collision_sensitivity"] = int(v)
+        if "tcp_load_kg" in s:
+            com = s.get("tcp_load_com_mm", [0, 0, 0])
+            if not (isinstance(com, (list, tuple)) and len(com) == 3):
+                raise ConfigError(f"safety.tcp_load_com_mm: must be [x, y, z] mm, got {com!r}")
+            out["tcp_load"] = [float(s["tcp_load_kg"]), [float(c) for c in com]]
+        if out["reduced_mode"] and "reduced_tcp_speed" not in out:
+            raise ConfigError("safety.reduced_mode is on but safety.reduced_tcp_speed_mm_s is missing")
+        return out
+
+    def _apply_safety(self) -> None:
+        arm = self._arm
+        want = self.safety_targets()
+        self._safety_expected = want
+        if "reduced_tcp_speed" in want:
+            self._rc(arm.set_reduced_max_tcp_speed(want["reduced_tcp_speed"]), "set_reduced_max_tcp_speed")
+        self._rc(arm.set_reduced_tcp_boundary(want["boundary"]), "set_reduced_tcp_boundary")
+        ret = arm.set_fence_mode(want["fence"])             # SDK 1.18.4 returns a list here
+        self._rc(ret[0] if isinstance(ret, (list, tuple)) else ret, "set_fence_mode")
+        self._rc(arm.set_reduced_mode(want["reduced_mode"]), "set_reduced_mode")
+        if "collision_sensitivity" in want:
+            self._rc(arm.set_collision_sensitivity(want["collision_sensitivity"]), "set_collision_sensitivity")
+        if "tcp_load" in want:
+            self._rc(arm.set_state(0), "set_state(0)")
+            self._rc(arm.set_tcp_load(want["tcp_load"][0], want["tcp_load"][1]), "set_tcp_load")
+        self.verify_safety()
+
+    def read_safety(self) -> dict:
+        """Read the arm's safety settings back (register 53 and the report stream)."""
+        arm = self._arm
+        code, rs = arm.get_reduced_states(is_radian=True)
+        self._rc(code, "get_reduced_states")
+        load = arm.tcp_load
+        return {"reduced_mode": bool(rs[0]), "boundary": [int(v) for v in rs[1]],
+                "reduced_tcp_speed": float(rs[2]), "fence": bool(rs[5]) if len(rs) > 5 else None,
+                "collision_sensitivity": arm.collision_sensitivity,
+                "tcp_load": [float(load[0]), [float(v) for v in load[1]]]}
+
+    def _safety_diffs(self, want: dict, got: dict) -> list[str]:
+        diffs = []
+        if got["boundary"] != want["boundary"]:
+            diffs.append(f"TCP boundary {got['boundary']} != {want['boundary']} (x max, x min, y max, y min, "
+                         "z max, z min; mm)")
+        if got["fence"] is not want["fence"]:
+            diffs.append(f"fence mode {got['fence']} != {want['fence']}")
+        if got["reduced_mode"] is not want["reduced_mode"]:
+            diffs.append(f"reduced mode {got['reduced_mode']} != {want['reduced_mode']}")
+        if "reduced_tcp_speed" in want and abs(got["reduced_tcp_speed"] - want["reduced_tcp_speed"]) > 0.5:
+            diffs.append(f"reduced TCP speed {got['reduced_tcp_speed']:g} != {want['reduced_tcp_speed']:g} mm/s")
+        if "collision_sensitivity" in want and got["collision_sensitivity"] != want["collision_sensitivity"]:
+            diffs.append(f"collision sensitivity {got['collision_sensitivity']} != {want['collision_sensitivity']}")
+        if "tcp_load" in want:
+            gm, gc = got["tcp_load"]
+            wm, wc = want["tcp_load"]
+            if abs(gm - wm) > 0.005 or any(abs(a - b) > 0.5 for a, b in zip(gc, wc)):
+                diffs.append(f"TCP load {gm:g} kg at {gc} mm != {wm:g} kg at {wc} mm")
+        return diffs
+
+    def verify_safety(self) -> dict:
+        """Read back and compare with the profile; raise ``kind='safety_mismatch'`` on a difference.
+        The report-cached values (sensitivity, load) get ``readback_timeout_s`` to catch up."""
+        want = self._safety_expected or self.safety_targets()
+        deadline = time.monotonic() + self.readback_timeout_s
+        while True:
+            got = self.read_safety()
+            diffs = self._safety_diffs(want, got)
+            if not diffs:
+                return got
+            # register 53 answers fresh; only report-cached values are worth waiting for
+            cached_only = all(d.startswith(("collision sensitivity", "TCP load")) for d in diffs)
+            if not cached_only or time.monotonic() > deadline:
+                raise XArmFault("the arm's safety settings read back differently from profile "
+                                f"{self.profile.name!r}; refusing to run: " + "; ".join(diffs),
+                                kind="safety_mismatch", where="safety read-back")
+            time.sleep(0.05)
+
+    # ============================================================================ helpers
+    def _rc(self, rc, where: str, gripper: bool = False) -> None:
+        """Raise the typed fault for a nonzero SDK return code."""
+        if isinstance(rc, (list, tuple)):
+            rc = rc[0]
+        if rc == 0:
+            return
+        raise self._fault_for(int(rc), where, gripper)
+
+    def _fault_for(self, rc: int, where: str, gripper: bool = False) -> XArmFault:
+        arm = self._arm
+        if arm is None or not arm.connected or rc == -1:
+            self._link_lost = True
+            return XArmFault(f"lost the connection to the xArm controller at {self.ip} (SDK code {rc}, "
+                             f"during {where})", kind="connection", sdk_code=rc, where=where)
+        if rc == 3:                               # a reply timeout: a dead link or a hung controller
+            t_end = time.monotonic() + 1.0
+            while arm.connected and time.monotonic() < t_end:
+                time.sleep(0.05)
+            if not arm.connected:
+                self._link_lost = True
+                return XArmFault(f"lost the connection to the xArm controller at {self.ip} (during {where})",
+                                 kind="connection", sdk_code=rc, where=where)
+            return sdk_fault(rc, where)
+        err = 0
+        try:
+            code, ew = arm.get_err_warn_code()
+            if code == 0:
+                err = int(ew[0])
+        except Exception:  # noqa: BLE001
+            pass
+        gerr = int(getattr(arm, "gripper_error_code", 0) or 0) if gripper or rc == 102 else 0
+        return sdk_fault(rc, where, err=err, gripper_err=gerr)
+
+    def _check_error(self, where: str) -> None:
+        code, ew = self._arm.get_err_warn_code()
+        self._rc(code, "get_err_warn_code")
+        if ew[0]:
+            raise controller_fault(int(ew[0]), where)
+
+    def _poll(self, where: str):
+        """One fresh look at the controller: (state, pose [mm, deg]). Raises on any problem."""
+        arm = self._arm
+        if arm is None or not arm.connected:
+            self._link_lost = True
+            raise XArmFault(f"lost the connection to the xArm controller at {self.ip} (during {where})",
+                            kind="connection", where=where)
+        code, ew = arm.get_err_warn_code()
+        self._rc(code, where)
+        if ew[0]:
+            raise controller_fault(int(ew[0]), where)
+        code, state = arm.get_state()
+        self._rc(code, where)
+        code, pose = arm.get_position(is_radian=False)
+        self._rc(code, where)
+        return int(state), [float(v) for v in pose]
+
+    def _halt_quietly(self) -> None:
+        """Stop the arm (state 4) if the link is up; never raises, never sends on a dead link."""
+        arm = self._arm
+        if arm is None or self._link_lost or not arm.connected:
+            return
+        try:
+            arm.set_state(4)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _disconnect_quietly(self) -> None:
+        arm, self._arm = self._arm, None
+        if arm is None:
+            return
+
+        def _disconnect():
+            try:
+                arm.disconnect()     # closes both sockets at once, then joins the SDK's threads
+            except Exception:  # noqa: BLE001
+                pass
+        # the SDK's thread joins take ~1 s; the sockets are closed within the first microseconds,
+        # so do not make every close() wait for its housekeeping
+        t = threading.Thread(target=_disconnect, daemon=True, name="xarm-disconnect")
+        t.start()
+        t.join(0.05)
+
+    def _latch(self, fault: XArmFault) -> XArmFault:
+        if fault.kind == "connection":
+            self._link_lost = True
+            self._disconnect_quietly()        # sends nothing: just closes the sockets
+        else:
+            self._halt_quietly()
+        if self._fault is None:
+            self._fault = fault
+            log.error("xArm6 fault latched: %s", fault)
+        return fault
+
+    def _ensure_usable(self, where: str) -> None:
+        if self._fault is not None:
+            f = self._fault
+            raise XArmFault(f"the xArm6 is stopped after a fault ({f.kind}: {f}); call clear_fault() "
+                            "once the cause is fixed", code=f.code, kind=f.kind, sdk_code=f.sdk_code,
+                            where=where)
+        if self._arm is None or self._link_lost or not self._arm.connected:
+            raise self._latch(XArmFault(f"not connected to the xArm controller at {self.ip}",
+                                        kind="connection", where=where))
+
+    def _arm_for_motion(self, where: str) -> None:
+        """Re-arm after a plain stop (state 4, no error): set_state(0)."""
+        state, _ = self._poll(where)
+        if state in (4, 5):
+            self._rc(self._arm.set_state(0), "set_state(0)")
+            state, _ = self._poll(where)
+            if state in (4, 5):
+                raise XArmFault(f"the controller refuses to get ready (state {state}); check the "
+                                "emergency stop and the enable switch", kind="not_ready", where=where)
+        elif state == 3:
+            raise XArmFault("the controller is paused (state 3, e.g. from UFACTORY Studio)",
+                            kind="not_ready", where=where)
+
+    # ============================================================================ Robot interface
+    def observe(self, images: bool = False) -> Observation:
+        self._ensure_link("observe")
+        arm = self._arm
+        try:
+            code, pose = arm.get_position(is_radian=False)
+            self._rc(code, "observe: get_position")
+            code, angles = arm.get_servo_angle(is_radian=True)
+            self._rc(code, "observe: get_servo_angle")
+        except XArmFault as f:
+            if f.kind == "connection":
+                self._latch(f)
+            raise
+        if self.use_gripper and self._fault is None:
+            try:
+                code, gp = arm.get_gripper_position()
+                if code == 0 and gp is not None:
+                    self._last_gripper_mm = float(gp) / self.pulses_per_mm
+            except Exception:  # noqa: BLE001 - keep the last known width
+                pass
+        prof = self.profile
+        rot = rpy_to_mat(*(math.radians(v) for v in pose[3:6]))
+        span = max(1e-9, prof.gripper_max_width_mm - prof.gripper_min_width_mm)
+        w = self._last_gripper_mm
+        imgs = self.cameras.read_all() if (images and self.cameras is not None) else {}
+        return Observation(
+            t=time.time(), eef_pos_m=np.array(pose[:3], dtype=float) / 1000.0,
+            eef_quat_xyzw=mat_to_quat(rot), gripper_width_mm=w,
+            gripper_fraction=float(min(1.0, max(0.0, (w - prof.gripper_min_width_mm) / span))),
+            joints_rad=np.array(angles[:6], dtype=float), images=imgs)
+
+    def _ensure_link(self, where: str) -> None:
+        if self._arm is None or self._link_lost or not self._arm.connected:
+            raise XArmFault(f"not connected to the xArm controller at {self.ip}", kind="connection",
+                            where=where)
+
+    def execute(self, motion: Motion, estop: threading.Event) -> MotionResult:
+        self._stop_evt.clear()
+        self._ensure_usable(f"execute {motion.kind}")
+        if estop.is_set():
+            self._halt_quietly()
+            return MotionResult(0, converged=False, stopped=True, note="emergency stop")
+        try:
+            if motion.kind in ("move", "rotate"):
+                pos_mm = np.asarray(motion.target_pos_m, dtype=float) * 1000.0
+                return self._servo_to(pos_mm, np.asarray(motion.target_rot, dtype=float), estop,
+                                      motion.kind, motion.max_steps)
+            if motion.kind == "gripper":
+                if motion.gripper is None:
+                    raise XArmFault("gripper motion without a target fraction", kind="config")
+                return self._gripper_to(float(motion.gripper), estop, motion.max_steps)
+            if motion.kind == "wait":
+                return self._wait(float(motion.seconds), estop)
+            raise XArmFault(f"unknown motion kind {motion.kind!r}", kind="config")
+        except XArmFault as f:
+            if f.where != "pre-check":
+                self._latch(f)
+            raise
+
+    def stop(self) -> None:
+        """Stop motion now (state 4: the controller halts and drops its queue). Any thread."""
+        self._stop_evt.set()
+        self._halt_quietly()
+
+    def emergency_stop(self) -> None:
+        """The SDK's emergency stop (state 4, repeated until the controller confirms). Any thread."""
+        self._stop_evt.set()
+        arm = self._arm
+        if arm is not None and not self._link_lost and arm.connected:
+            try:
+                arm.emergency_stop()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def clear_fault(self) -> None:
+        """Operator call after a fault: reconnect if the link was lost, clear the controller's error,
+        re-enable, re-check the safety settings, and un-latch. Raises if the fault persists."""
+        if self._arm is None or self._link_lost or not self._arm.connected:
+            self.connect()                       # full bring-up, safety write and read-back
+            return
+        arm = self._arm
+        self._rc(arm.clean_error(), "clean_error")
+        self._rc(arm.clean_warn(), "clean_warn")
+        self._rc(arm.motion_enable(enable=True), "motion_enable")
+        self._rc(arm.set_mode(0), "set_mode(0)")
+        self._rc(arm.set_state(0), "set_state(0)")
+        self._check_error("clear_fault")       # also refreshes the SDK's cached error code
+        if self.use_gripper:
+            try:
+                arm.clean_gripper_error()
+            except Exception:  # noqa: BLE001
+                pass
+            self._gripper_up()
+        self.verify_safety()
+        self._arm_for_motion("clear_fault")
+        self._fault = None
+        self._stop_evt.clear()
+
+    def close(self) -> None:
+        if self.cameras is not None:
+            try:
+                self.cameras.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._halt_quietly()
+        self._disconnect_quietly()
+
+    def __enter__(self) -> "XArm6Robot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ============================================================================ motions
+    def move_to(self, x_mm: float, y_mm: float, z_mm: float, roll_deg: float, pitch_deg: float,
+                yaw_deg: float, estop: threading.Event | None = None) -> MotionResult:
+        """Absolute Cartesian move (base frame, mm and degrees), confirmed closed-loop."""
+        self._ensure_usable("move_to")
+        rot = rpy_to_mat(math.radians(roll_deg), math.radians(pitch_deg), math.radians(yaw_deg))
+        try:
+            return self._servo_to(np.array([x_mm, y_mm, z_mm], dtype=float), rot, estop or threading.Event(),
+                                  "move", self.profile.tolerances.max_steps_per_command)
+        except XArmFault as f:
+            if f.where != "pre-check":
+                self._latch(f)
+            raise
+
+    def jog(self, dx_mm: float = 0.0, dy_mm: float = 0.0, dz_mm: float = 0.0, droll_deg: float = 0.0,
+            dpitch_deg: float = 0.0, dyaw_deg: float = 0.0, estop: threading.Event | None = None) -> MotionResult:
+        """Relative Cartesian move (the controller's MOVE_RELATIVE: base-frame mm, roll/pitch/yaw
+        increments in degrees) within the profile's per-command limits and workspace box,
+        confirmed closed-loop against the target computed from the measured pose."""
+        self._ensure_usable("jog")
+        lim = self.profile.limits
+        d = float(np.linalg.norm([dx_mm, dy_mm, dz_mm]))
+        if d > lim.max_move_mm + 1e-9:
+            raise XArmFault(f"jog of {d:.1f} mm exceeds limits.max_move_mm={lim.max_move_mm:g}",
+                            kind="config", where="pre-check")
+        if max(abs(droll_deg), abs(dpitch_deg), abs(dyaw_deg)) > lim.max_rotate_deg + 1e-9:
+            raise XArmFault(f"jog rotation exceeds limits.max_rotate_deg={lim.max_rotate_deg:g}",
+                            kind="config", where="pre-check")
+        try:
+            _, pose = self._poll("jog")
+            target = [a + b for a, b in zip(pose, [dx_mm, dy_mm, dz_mm, droll_deg, dpitch_deg, dyaw_deg])]
+            rot = rpy_to_mat(*(math.radians(v) for v in target[3:6]))
+            rotating = d < 1e-9
+            return self._servo_to(np.array(target[:3]), rot, estop or threading.Event(),
+                                  "rotate" if rotating else "move",
+                                  self.profile.tolerances.max_steps_per_command,
+                                  relative=[dx_mm, dy_mm, dz_mm, droll_deg, dpitch_deg, dyaw_deg])
+        except XArmFault as f:
+            if f.where != "pre-check":
+                self._latch(f)
+            raise
+
+    def set_gripper(self, fraction: float, estop: threading.Event | None = None) -> MotionResult:
+        """Gripper to an opening fraction (0 closed, 1 open), confirmed from the measured width."""
+        self._ensure_usable("set_gripper")
+        try:
+            return self._gripper_to(float(fraction), estop or threading.Event(),
+                                    self.profile.tolerances.max_steps_per_command)
+        except XArmFault as f:
+            if f.where != "pre-check":
+                self._latch(f)
+            raise
+
+    def _servo_to(self, pos_mm: np.ndarray, rot: np.ndarray, estop: threading.Event, kind: str,
+                  max_steps: int, relative=None) -> MotionResult:
+        prof = self.profile
+        tol = prof.tolerances
+        bad = prof.in_workspace(pos_mm)
+        if bad:
+            raise XArmFault(f"target outside the workspace box ({'; '.join(bad)} mm); not sent to the arm",
+                            kind="safety_fence", where="pre-check")
+        if not np.all(np.isfinite(pos_mm)) or not np.all(np.isfinite(rot)):
+            raise XArmFault("non-finite target; not sent to the arm", kind="config", where="pre-check")
+        self._arm_for_motion(kind)
+        arm = self._arm
+        state, pose = self._poll(kind)
+        p_now = np.array(pose[:3])
+        r_now = rpy_to_mat(*(math.radians(v) for v in pose[3:6]))
+        lin = float(np.linalg.norm(pos_mm - p_now))
+        ang = math.degrees(angle_between(rot, r_now))
+        v_lin = prof.move_mm_s
+        if kind == "rotate":
+            speed = min(1000.0, prof.rotate_deg_s * 1000.0 / 180.0)   # 0..1000 <-> 0..180 deg/s
+        else:
+            speed = v_lin
+        cap = self._safety_expected.get("reduced_tcp_speed") if self._safety_expected.get("reduced_mode") else None
+        v_eff = min(v_lin, cap) if cap else v_lin
+        expected = max(lin / max(v_eff, 1e-6), ang / max(prof.rotate_deg_s, 1e-6))
+        period = prof.period_s
+        deadline_s = max(max_steps * period, 1.5 * expected + 2.0)
+        r, p, y = (math.degrees(v) for v in mat_to_rpy(rot))
+        if relative is not None:
+            rc = arm.set_position(*relative, speed=speed, mvacc=self.tcp_acc, relative=True,
+                                  is_radian=False, wait=False)
+        else:
+            rc = arm.set_position(float(pos_mm[0]), float(pos_mm[1]), float(pos_mm[2]), r, p, y,
+                                  speed=speed, mvacc=self.tcp_acc, is_radian=False, wait=False)
+        self._rc(rc, f"set_position ({kind})")
+        t0 = time.monotonic()
+        steps, corrections = 0, 0
+        best = (lin, ang)
+        last_progress = t0
+        seen_moving = False
+        while True:
+            tick = time.monotonic()
+            if estop.is_set() or self._stop_evt.is_set():
+                self._halt_quietly()
+                why = "emergency stop" if estop.is_set() else "stopped"
+                return MotionResult(steps, converged=False, stopped=True, note=why)
+            state, pose = self._poll(kind)
+            steps += 1
+            now = time.monotonic()
+            pe = float(np.linalg.norm(np.array(pose[:3]) - pos_mm))
+            re = math.degrees(angle_between(rot, rpy_to_mat(*(math.radians(v) for v in pose[3:6]))))
+            if pe < best[0] - 0.05 or re < best[1] - 0.05:
+                best = (min(pe, best[0]), min(re, best[1]))
+                last_progress = now
+            within = pe <= tol.position_mm and re <= tol.rotation_deg
+            if state in (0, 1):
+                seen_moving = True
+                if now - last_progress > self.stall_timeout_s:
+                    self._halt_quietly()
+                    raise XArmFault(f"stall: the controller reports 'moving' but the measured pose has not "
+                                    f"changed for {self.stall_timeout_s:g} s ({pe:.1f} mm, {re:.1f} deg from "
+                                    "the target); arm stopped", kind="stall", where=kind)
+            elif state == 2:
+                if within:
+                    return MotionResult(steps, converged=True)
+                if not seen_moving and now - t0 < 0.5:
+                    pass                               # the controller has not picked the move up yet
+                elif corrections < 1 and relative is None:
+                    corrections += 1
+                    self._rc(arm.set_position(float(pos_mm[0]), float(pos_mm[1]), float(pos_mm[2]), r, p, y,
+                                              speed=speed, mvacc=self.tcp_acc, is_radian=False, wait=False),
+                             f"set_position ({kind}, correction)")
+                    seen_moving, last_progress = False, now
+                    t0 = now
+                else:
+                    return MotionResult(steps, converged=False,
+                                        note=f"the controller finished {pe:.1f} mm / {re:.1f} deg from the target")
+            elif state == 3:
+                last_progress = now                    # paused by someone else: wait, within the deadline
+            elif state in (4, 5):
+                return MotionResult(steps, converged=within, stopped=True,
+                                    note=f"stopped by the controller (state {state}) before reaching the target")
+            if now - t0 > deadline_s:
+                self._halt_quietly()
+                raise XArmFault(f"the move did not finish within {deadline_s:.1f} s ({pe:.1f} mm, {re:.1f} deg "
+                                "from the target); arm stopped", kind="timeout", where=kind)
+            time.sleep(max(0.0, period - (time.monotonic() - tick)))
+
+    def _gripper_to(self, fraction: float, estop: threading.Event, max_steps: int) -> MotionResult:
+        if not self.use_gripper:
+            raise XArmFault("this xArm6 has no gripper configured (gripper=False)", kind="config",
+                            where="pre-check")
+        prof = self.profile
+        arm = self._arm
+        f = min(1.0, max(0.0, fraction))
+        width = prof.gripper_min_width_mm + f * (prof.gripper_max_width_mm - prof.gripper_min_width_mm)
+        target = int(round(width * self.pulses_per_mm))
+        self._poll("gripper")
+        rc = arm.set_gripper_position(target, wait=False, speed=self.gripper_speed, wait_motion=False)
+        self._rc(rc, "set_gripper_position", gripper=True)
+        period = prof.period_s
+        tol_p = max(1.0, prof.tolerances.position_mm) * self.pulses_per_mm
+        t0 = time.monotonic()
+        stroke_s = 850.0 / max(1.0, self.gripper_speed * 0.2)
+        deadline_s = max(max_steps * period, 2.0 * stroke_s + 3.0)
+        steps, steady, last = 0, 0, None
+        while True:
+            tick = time.monotonic()
+            if estop.is_set() or self._stop_evt.is_set():
+                self._halt_quietly()
+                try:
+                    c, gp = arm.get_gripper_position()
+                    if c == 0 and gp is not None:
+                        arm.set_gripper_position(int(gp), wait=False, wait_motion=False)   # hold here
+                except Exception:  # noqa: BLE001
+                    pass
+                return MotionResult(steps, converged=False, stopped=True,
+                                    note="emergency stop" if estop.is_set() else "stopped")
+            self._poll("gripper")
+            code, gp = arm.get_gripper_position()
+            if code != 0 or gp is None:
+                raise self._fault_for(code if code else 102, "get_gripper_position", gripper=True)
+            steps += 1
+            self._last_gripper_mm = gp / self.pulses_per_mm
+            if abs(gp - target) <= tol_p:
+                return MotionResult(steps, converged=True)
+            steady = steady + 1 if (last is not None and abs(gp - last) <= 1) else 0
+            last = gp
+            now = time.monotonic()
+            if steady * period >= 0.3 and now - t0 > 0.4:
+                mm = gp / self.pulses_per_mm
+                if gp > target:    # closing and stopped early: an object between the fingers
+                    return MotionResult(steps, converged=True, note=f"stalled: holding at {mm:.1f} mm")
+                return MotionResult(steps, converged=False,
+                                    note=f"gripper stalled at {mm:.1f} mm (target {width:.1f} mm)")
+            if now - t0 > deadline_s:
+                raise XArmFault(f"the gripper did not settle within {deadline_s:.1f} s", kind="timeout",
+                                where="gripper")
+            time.sleep(max(0.0, period - (time.monotonic() - tick)))
+
+    def _wait(self, seconds: float, estop: threading.Event) -> MotionResult:
+        period = self.profile.period_s
+        end = time.monotonic() + max(0.0, seconds)
+        steps = 0
+        while True:
+            if estop.is_set() or self._stop_evt.is_set():
+                self._halt_quietly()
+                return MotionResult(steps, converged=False, stopped=True,
+                                    note="emergency stop" if estop.is_set() else "stopped")
+            self._poll("wait")                         # a fault while waiting is still a fault
+            steps += 1
+            left = end - time.monotonic()
+            if left <= 0:
+                return MotionResult(steps, converged=True)
+            time.sleep(min(period, left))
+
+
+def make_robot(profile: RobotProfile | str = "xarm6", **config) -> XArm6Robot:
+    """Factory for the CLI / launch files: ``make_robot(ip="192.168.1.222", command_port=502, cameras={...})``."""
+    if "ip" not in config:
+        raise ConfigError("xarm6: 'ip' (the controller's IPv4 address) is required")
+    ip = config.pop("ip")
+    return XArm6Robot(ip, profile, **config)
+
+
+__all__ = ["XArm6Robot", "XArmFault", "RobotFault", "check_ipv4", "make_robot", "rpy_to_mat", "mat_to_rpy"]

@@ -1,0 +1,328 @@
+"""The xArm6 backend (robots/xarm6.py) through the unmodified xarm-python-sdk against the emulator:
+bring-up and the arm's safety layer, closed-loop moves, pick and place, every injected fault as a
+typed RobotFault with the arm stopped and the backend latched, a dropped link, the read-back
+refusal, the Controller rejecting a fence breach before the SDK, and the cameras."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("xarm")
+
+from motormind.errors import ConfigError, RobotFault  # noqa: E402
+from motormind.geometry import axis_angle_to_mat, quat_to_mat  # noqa: E402
+from motormind.profile import load_profile  # noqa: E402
+from motormind.robot import Motion  # noqa: E402
+from motormind.robots.xarm6 import XArm6Robot  # noqa: E402
+from motormind.sim.xarm_emulator import XArmEmulator  # noqa: E402
+from motormind.sim.xarm_emulator import free_loopback_host as free_loopback  # noqa: E402
+
+pytestmark = pytest.mark.xarm
+
+DOWN = np.diag([1.0, -1.0, -1.0])          # tool pointing down: roll 180 degrees
+
+
+@pytest.fixture
+def emu():
+    e = XArmEmulator(free_loopback(), 0, report_hz=20).start()
+    yield e
+    e.stop()
+
+
+@pytest.fixture
+def profile():
+    return load_profile("xarm6")
+
+
+@pytest.fixture
+def robot(emu, profile):
+    r = XArm6Robot(emu.host, profile, command_port=emu.port, stall_timeout_s=0.5)
+    yield r
+    r.close()
+
+
+def emu_pos_m(emu):
+    return np.array(emu.snapshot()["pose_mm_deg"][:3]) / 1000.0
+
+
+def move_by(robot, dxyz_mm, estop=None):
+    o = robot.observe()
+    target = o.eef_pos_m + np.asarray(dxyz_mm, dtype=float) / 1000.0
+    res = robot.execute(Motion("move", target, quat_to_mat(o.eef_quat_xyzw), max_steps=200), estop or threading.Event())
+    return res, target
+
+
+def grip(robot, fraction):
+    o = robot.observe()
+    return robot.execute(Motion("gripper", o.eef_pos_m, quat_to_mat(o.eef_quat_xyzw), gripper=fraction),
+                         threading.Event())
+
+
+# ------------------------------------------------------------------------------------- bring-up
+@pytest.mark.parametrize("addr", ["localhost", "xarm6.lab", "192.168.1", "::1"])
+def test_a_hostname_is_refused_with_a_clear_error(addr):
+    with pytest.raises(ConfigError, match="not an IPv4 literal.*serial"):
+        XArm6Robot(addr, connect=False)
+
+
+def test_sdk_import_survives_an_unwritable_home(tmp_path):
+    """The SDK creates ~/.UFACTORY/log at import; the backend retries with a temporary HOME."""
+    import subprocess
+    import sys
+    code = ("import os; from motormind.robots.xarm6 import _import_sdk; _import_sdk(); "
+            "print('ok', os.environ['HOME'])")
+    env = dict(os.environ, HOME="/proc/motormind-unwritable")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "ok /proc/motormind-unwritable" in out.stdout                  # HOME restored afterwards
+
+
+def test_bring_up_writes_the_arms_safety_layer_from_the_profile(emu, robot, profile):
+    s = emu.snapshot()
+    assert s["enabled"] and s["mode"] == 0 and s["state"] == 2 and s["error"] == 0
+    assert s["boundary"] == [650, 150, 400, -400, 500, 20]               # workspace_mm: the fence
+    assert s["fence"] and s["reduced_mode"] and s["reduced_tcp_speed"] == pytest.approx(100.0)
+    assert s["collision_sensitivity"] == 3
+    assert s["tcp_load"] == pytest.approx([0.82, 0, 0, 48], abs=1e-4)
+    assert s["gripper_enabled"]
+    got = robot.read_safety()
+    assert got["boundary"] == [650, 150, 400, -400, 500, 20] and got["fence"] is True
+
+
+def test_observe_is_si(emu, robot):
+    o = robot.observe()
+    s = emu.snapshot()
+    assert o.eef_pos_m == pytest.approx(np.array(s["pose_mm_deg"][:3]) / 1000, abs=1e-6)
+    assert np.allclose(quat_to_mat(o.eef_quat_xyzw), DOWN, atol=1e-5)     # roll 180 -> quat (1, 0, 0, 0)
+    assert abs(o.eef_quat_xyzw[0]) == pytest.approx(1.0, abs=1e-6)
+    assert o.joints_rad.shape == (6,) and o.joints_rad == pytest.approx(s["joints_rad"], abs=1e-5)
+    assert o.gripper_width_mm == pytest.approx(85.0) and o.gripper_fraction == pytest.approx(1.0)
+    assert robot.observe(images=True).images == {}                       # no cameras configured
+
+
+# ------------------------------------------------------------------------------------- motion
+def test_scripted_pick_and_place(emu, robot, profile):
+    tol = profile.tolerances.position_mm / 1000.0
+    emu.set_gripper_object(30.0)
+    plan = [("move", [0, 0, -25]), ("gripper", 0.0), ("move", [0, 0, 25]), ("move", [0, 40, 0]),
+            ("gripper", 1.0)]
+    for kind, arg in plan:
+        if kind == "move":
+            res, target = move_by(robot, arg)
+            assert res.converged and not res.stopped, res
+            o = robot.observe()
+            assert np.linalg.norm(o.eef_pos_m - target) <= tol              # measured, via get_position
+            assert np.linalg.norm(emu_pos_m(emu) - target) <= tol          # the controller agrees
+            assert np.allclose(quat_to_mat(o.eef_quat_xyzw), DOWN, atol=1e-3)
+        else:
+            res = grip(robot, arg)
+            assert res.converged, res
+            w = robot.observe().gripper_width_mm
+            if arg == 0.0:
+                assert "holding at 30.0 mm" in res.note and w == pytest.approx(30.0, abs=0.2)
+                emu.set_gripper_object(None)
+            else:
+                assert w == pytest.approx(85.0, abs=1.0)
+    assert emu.snapshot()["error_history"] == []
+
+
+def test_rotation_in_degrees_at_the_profile_speed(emu, robot):
+    o = robot.observe()
+    goal = axis_angle_to_mat([0, 0, 1], math.radians(10)) @ quat_to_mat(o.eef_quat_xyzw)
+    t = time.monotonic()
+    res = robot.execute(Motion("rotate", o.eef_pos_m, goal), threading.Event())
+    assert res.converged and time.monotonic() - t >= 0.45                # 10 deg at 20 deg/s
+    assert emu.snapshot()["pose_mm_deg"][5] == pytest.approx(10.0, abs=0.05)
+
+
+def test_relative_and_absolute_helpers(emu, robot):
+    assert robot.jog(dz_mm=-15).converged
+    assert emu.snapshot()["pose_mm_deg"][2] == pytest.approx(285.0, abs=0.5)
+    assert robot.move_to(320, 10, 280, 180, 0, 0).converged
+    assert emu.snapshot()["pose_mm_deg"][:3] == pytest.approx([320, 10, 280], abs=0.5)
+    assert robot.set_gripper(0.5).converged
+    assert robot.observe().gripper_width_mm == pytest.approx(42.5, abs=1.0)
+
+
+def test_emergency_stop_mid_move_stops_at_once(emu, robot):
+    estop = threading.Event()
+    threading.Timer(0.25, estop.set).start()
+    res, _ = move_by(robot, [0, 0, -80], estop)
+    assert res.stopped and not res.converged
+    s = emu.snapshot()
+    assert s["state"] == 4 and not s["moving"]
+    z = s["pose_mm_deg"][2]
+    assert 300 - 80 + 10 < z < 300 - 5                                    # stopped part-way
+    time.sleep(0.2)
+    assert emu.snapshot()["pose_mm_deg"][2] == pytest.approx(z, abs=1e-6)   # and stays there
+    res, _ = move_by(robot, [0, 0, 10])                                   # re-armed, not latched
+    assert res.converged
+
+
+def test_stop_from_another_thread(emu, robot):
+    threading.Timer(0.25, robot.stop).start()
+    res, _ = move_by(robot, [80, 0, 0])
+    assert res.stopped and emu.snapshot()["state"] == 4 and not emu.snapshot()["moving"]
+
+
+def test_backend_refuses_a_target_outside_the_box_without_sending(emu, robot):
+    n = len(emu.motion_requests())
+    with pytest.raises(RobotFault) as ei:
+        move_by(robot, [0, 0, 250])                                       # z 550 > 500
+    assert ei.value.kind == "safety_fence" and "not sent" in str(ei.value)
+    assert len(emu.motion_requests()) == n and robot.fault is None         # refused, nothing moved
+
+
+# ------------------------------------------------------------------------------------- faults
+def _inject_error(code):
+    return lambda emu: emu.inject_error(code, at_mm=5)
+
+
+@pytest.mark.parametrize("inject, kind, code", [
+    (_inject_error(24), "speed", 24),
+    (lambda emu: emu.inject_collision(at_mm=5), "collision", 31),
+    (_inject_error(21), "kinematics", 21),
+    (_inject_error(22), "self_collision", 22),
+    (_inject_error(23), "joint_limit", 23),
+    (_inject_error(35), "safety_fence", 35),
+    (lambda emu: emu.inject_stall(at_mm=5), "stall", None),
+], ids=["C24-speed", "C31-collision", "C21-kinematics", "C22-self-collision", "C23-joint-limit",
+        "C35-fence", "stall"])
+def test_injected_fault_mid_move_is_typed_and_latches(emu, robot, inject, kind, code):
+    inject(emu)
+    with pytest.raises(RobotFault) as ei:
+        move_by(robot, [0, 50, 0])
+    assert ei.value.kind == kind and ei.value.code == code, ei.value
+    s = emu.snapshot()
+    assert s["state"] == 4 and not s["moving"]                            # the arm ends stopped
+    assert 4.0 <= s["pose_mm_deg"][1] < 45.0                              # part-way
+    n = len(emu.motion_requests())
+    with pytest.raises(RobotFault, match="clear_fault") as again:         # latched: nothing is sent
+        move_by(robot, [0, 10, 0])
+    assert again.value.kind == kind and len(emu.motion_requests()) == n
+    emu.clear_faults()
+    robot.clear_fault()
+    assert robot.fault is None
+    res, _ = move_by(robot, [0, 10, 0])
+    assert res.converged
+
+
+def test_gripper_communication_fault(emu, robot):
+    threading.Timer(0.15, emu.inject_gripper_comm_fault).start()
+    with pytest.raises(RobotFault) as ei:
+        grip(robot, 0.0)
+    assert ei.value.kind == "gripper_communication" and ei.value.code == 19
+    assert emu.snapshot()["state"] == 4
+    with pytest.raises(RobotFault, match="clear_fault"):
+        grip(robot, 1.0)
+    emu.clear_faults()
+    robot.clear_fault()
+    assert grip(robot, 1.0).converged
+
+
+def test_gripper_reports_its_own_fault(emu, robot):
+    emu.inject_gripper_error(9)
+    with pytest.raises(RobotFault) as ei:
+        grip(robot, 0.5)
+    assert ei.value.kind == "gripper"
+    assert emu.snapshot()["state"] == 4                                   # arm stopped too
+
+
+def test_dropped_connection_mid_motion(emu, robot):
+    emu.drop_connection(at_mm=5)
+    with pytest.raises(RobotFault) as ei:
+        move_by(robot, [0, -40, 0])
+    assert ei.value.kind == "connection"
+    t_drop = emu.dropped_at
+    assert t_drop is not None
+    # what the Controller does after a fault: stop, observe; then the next command
+    robot.stop()
+    with pytest.raises(RobotFault):
+        robot.observe()
+    with pytest.raises(RobotFault) as again:
+        move_by(robot, [0, 10, 0])
+    assert again.value.kind == "connection"
+    time.sleep(0.3)
+    assert emu.requests_since(t_drop) == [] and emu.connections_after_drop == 0   # nothing more sent
+
+
+@pytest.mark.parametrize("tamper, what", [
+    ({"boundary": [700, 150, 400, -400, 500, 20]}, "TCP boundary"),
+    ({"reduced_tcp_speed": 250.0}, "reduced TCP speed"),
+    ({"fence": False}, "fence mode"),
+    ({"collision_sensitivity": 1}, "collision sensitivity"),
+])
+def test_safety_readback_mismatch_refuses_to_run(emu, profile, tamper, what):
+    emu.tamper_safety(**tamper)
+    with pytest.raises(RobotFault) as ei:
+        XArm6Robot(emu.host, profile, command_port=emu.port, readback_timeout_s=0.3)
+    assert ei.value.kind == "safety_mismatch" and what in str(ei.value)
+    assert emu.motion_requests() == []
+    time.sleep(0.1)
+    assert emu.snapshot()["state"] == 4                                   # left stopped
+
+
+# ------------------------------------------------------------------------------------- Controller
+def test_controller_rejects_a_fence_breach_before_the_sdk(emu, robot, profile):
+    from motormind.controller import Controller
+    c = Controller(robot, profile)
+    batch = {"schema_version": 1, "batch_id": "b1", "subgoal_id": "s1",
+             "commands": [{"op": "move", "direction": "up", "distance_mm": 100},
+                          {"op": "move", "direction": "up", "distance_mm": 100},
+                          {"op": "move", "direction": "up", "distance_mm": 10}]}    # z 510 > 500
+    rep = c.run(json.dumps(batch))
+    assert rep.status == "rejected" and "z=510.0 > 500.0" in rep.results[2].reason
+    assert emu.motion_requests() == []                                    # never reached the SDK
+    ok = {"schema_version": 1, "batch_id": "b2", "subgoal_id": "s1",
+          "commands": [{"op": "move", "direction": "down", "distance_mm": 20},
+                       {"op": "gripper", "action": "close"}, {"op": "done"}]}
+    rep = c.run(ok)
+    assert rep.status == "done", rep.summary()
+    assert rep.results[0].achieved["error_mm"] <= profile.tolerances.position_mm
+    assert rep.results[0].achieved["translation_mm"][2] == pytest.approx(-20, abs=1.0)
+
+
+def test_controller_reports_a_fault(emu, robot, profile):
+    from motormind.controller import Controller
+    emu.inject_collision(at_mm=3)
+    rep = Controller(robot, profile).run({"schema_version": 1, "batch_id": "b1", "subgoal_id": "s1",
+                                          "commands": [{"op": "move", "direction": "left", "distance_mm": 30},
+                                                       {"op": "move", "direction": "right", "distance_mm": 30}]})
+    assert rep.status == "fault" and rep.results[0].status == "fault"
+    assert "collision" in rep.results[0].reason and "31" in rep.results[0].reason
+    assert rep.results[1].status == "cancelled" and emu.snapshot()["state"] == 4
+
+
+# ------------------------------------------------------------------------------------- cameras
+def test_missing_camera_is_named(emu):
+    from motormind.robots.cameras import CameraError, CameraSet
+    with pytest.raises(CameraError, match="camera 'wrist'.*does not exist"):
+        CameraSet({"wrist": "/dev/video-nope"})
+    with pytest.raises(CameraError, match="camera 'front'.*device index 97"):
+        CameraSet({"front": 97})
+
+
+def test_file_camera_feeds_observe(emu, profile, tmp_path):
+    cv2 = pytest.importorskip("cv2")
+    path = str(tmp_path / "front.avi")
+    w = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"MJPG"), 10, (64, 48))
+    for i in range(3):
+        frame = np.zeros((48, 64, 3), np.uint8)
+        frame[:, :, 2] = 200                                              # red in BGR
+        w.write(frame)
+    w.release()
+    r = XArm6Robot(emu.host, profile, command_port=emu.port, cameras={"front": {"source": path, "rotate": 180}})
+    try:
+        assert r.camera_names == ["front"]
+        for _ in range(5):                                                # loops past the end
+            img = r.observe(images=True).images["front"]
+        assert img.shape == (48, 64, 3) and img.dtype == np.uint8
+        assert img[..., 0].mean() > 150 and img[..., 2].mean() < 60       # RGB, not BGR
+    finally:
+        r.close()
