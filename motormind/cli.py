@@ -9,9 +9,16 @@ import sys
 def _run(args) -> int:
     from .episode import RunSpec, run_episode
     spec = RunSpec(suite=args.suite, task=args.task, init_state=args.init_state, seed=args.seed,
-                   brain=args.brain, max_steps=args.max_steps, wall_budget_s=args.wall_budget,
-                   image_size=args.image_size, images=not args.no_images, out=args.out,
-                   media=not args.no_media)
+                   brain=args.brain or ("openai" if args.vlm else "oracle"), max_steps=args.max_steps,
+                   wall_budget_s=args.wall_budget, image_size=args.image_size, images=not args.no_images,
+                   out=args.out, media=not args.no_media, vlm=args.vlm, vlm_set=tuple(args.vlm_set))
+    if spec.brain == "openai":       # a bad --vlm fails before the simulation is built
+        from .brains.openai_brain import load_vlm_config
+        from .errors import ConfigError
+        try:
+            load_vlm_config(spec.vlm or "openai", spec.vlm_set)
+        except ConfigError as e:
+            raise SystemExit(f"--vlm: {e}") from None
     s = run_episode(spec)
     label = " [oracle: privileged simulator state]" if s["privileged"] else ""
     print(f"{'SUCCESS' if s['success'] else 'FAILURE'}: {s['outcome']} - {s['reason']}{label}")
@@ -44,7 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--task", type=int, default=0)
     r.add_argument("--init-state", type=int, default=0)
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--brain", default="oracle", help="oracle (privileged, offline)")
+    r.add_argument("--brain", default=None,
+                   help="oracle (privileged, offline; the default) or openai (any OpenAI-compatible endpoint, "
+                        "configured by --vlm; the default when --vlm is given)")
+    r.add_argument("--vlm", default=None, metavar="CONFIG",
+                   help="VLM config for --brain openai: a YAML path or a name in configs/vlm/ "
+                        "(openai, vllm-qwen2.5-vl, ollama, llamacpp, local-oracle, remote-oracle; default: openai)")
+    r.add_argument("--vlm-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one field of the VLM config (dotted keys, YAML values), e.g. model=gpt-4o-mini "
+                        "or faults.malformed_json=0.2; repeatable")
     r.add_argument("--max-steps", type=int, default=None,
                    help="control-step budget (default: the suite's standard LIBERO budget)")
     r.add_argument("--wall-budget", type=float, default=900.0, help="wall-clock budget in seconds")

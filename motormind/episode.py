@@ -26,6 +26,9 @@ class RunSpec:
     images: bool = True
     out: str | None = None
     media: bool = True
+    vlm: str | None = None              # --brain openai: a VLM config (configs/vlm/NAME.yaml or a path)
+    vlm_set: tuple = ()                 # overrides of that config, "key=value" (dotted keys)
+    mcap: str | None = None             # also record as MCAP (ROS 2 bag format); a relative path is in the run dir
 
 
 def default_run_dir(spec: RunSpec, root: str = "runs") -> Path:
@@ -33,11 +36,48 @@ def default_run_dir(spec: RunSpec, root: str = "runs") -> Path:
     return Path(root) / f"{stamp}_{spec.suite}_t{spec.task}_i{spec.init_state}_{spec.brain}"
 
 
-def make_brain(name: str, robot, profile):
+def make_brain(name: str, robot, profile, vlm: str | None = None, vlm_set=(), record=None):
     if name == "oracle":
         from .brains.oracle import OracleBrain
         return OracleBrain(robot.scene(), profile)
-    raise SystemExit(f"--brain: unknown brain {name!r} (available here: oracle)")
+    if name == "openai":
+        # any OpenAI-compatible endpoint; ``serve: oracle`` in the config starts serve-brain in-process
+        from .brains.openai_brain import build_openai_brain
+        from .errors import ConfigError
+        try:
+            return build_openai_brain(vlm or "openai", robot, profile, vlm_set, record)
+        except ConfigError as e:
+            raise SystemExit(f"--vlm: {e}") from None
+    raise SystemExit(f"--brain: unknown brain {name!r} (available here: oracle, openai)")
+
+
+def vlm_totals(rec: Recorder) -> dict:
+    """A listener that totals the record's VLM calls (cost, retries, repairs, fail-safes)."""
+    tot = {"calls": 0, "ok": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+           "retries": 0, "repairs": 0, "failed_safe": 0, "transport_failures": 0, "server_faults": 0}
+
+    def listen(ev: dict) -> None:
+        k = ev["kind"]
+        if k == "vlm_call":
+            meta = ev.get("meta") or {}
+            tot["calls"] += 1
+            tot["ok"] += bool(ev.get("ok"))
+            tot["latency_s"] = round(tot["latency_s"] + float(ev.get("latency_s", 0.0) or 0.0), 4)
+            tot["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
+            tot["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
+            tot["cost_usd"] = round(tot["cost_usd"] + float(meta.get("cost_usd", 0.0) or 0.0), 8)
+            if "brain call failed" in (ev.get("error") or ""):
+                tot["transport_failures"] += 1
+        elif k == "vlm_retry":          # the openai brain's own retries (429, 5xx, timeouts)
+            tot["retries"] += 1
+        elif k == "repair_request":
+            tot["repairs"] += 1
+        elif k == "role_failed":
+            tot["failed_safe"] += 1
+        elif k == "serve_fault":
+            tot["server_faults"] += 1
+    rec.listeners.append(listen)
+    return tot
 
 
 def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = None, robot=None,
@@ -68,10 +108,16 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
             raise ValueError(f"robot is {robot.suite_name}/{robot.task_index}, spec wants {spec.suite}/{spec.task}")
         robot.reset(spec.init_state, seed=spec.seed)
     rec = Recorder(run_dir)         # after the robot: a bad suite/task/init leaves no empty record
+    base_brain = None
+    mcap = None
     try:
+        if spec.mcap:
+            from .mcap_record import McapRecorder
+            mcap = McapRecorder(Path(spec.mcap) if Path(spec.mcap).is_absolute() else run_dir / spec.mcap).attach(rec)
         instruction = robot.language_instruction
         versions = robot.versions()
-        brain = make_brain(spec.brain, robot, robot.profile)
+        vtot = vlm_totals(rec)
+        brain = base_brain = make_brain(spec.brain, robot, robot.profile, spec.vlm, spec.vlm_set, rec)
         if brain_wrapper is not None:
             brain = brain_wrapper(brain)
         header = {"motormind": __version__, "python": platform.python_version(), "simulator": versions,
@@ -81,6 +127,8 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
                   "brain": brain.name, "privileged": brain.privileged,
                   "step_budget": robot.budget, "image_size": spec.image_size, "profile": robot.profile.name,
                   "setup_s": round(time.monotonic() - t0, 3)}
+        if getattr(base_brain, "cfg", None) is not None:  # the openai brain: its config, minus secrets
+            header["vlm_config"] = base_brain.cfg.public()
         rec("episode_start", **header)
         progress(f"instruction: {instruction!r}  brain: {brain.name}"
                  f"{' (PRIVILEGED simulator state)' if brain.privileged else ''}  budget: {robot.budget} steps")
@@ -90,22 +138,31 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         cfg.images = spec.images
         runner = EpisodeRunner(robot, brain, instruction, rec, cfg, success_fn=robot.success,
                                steps_fn=lambda: robot.steps_used, progress=progress)
+        if mcap:
+            runner.observers.append(mcap.observe)
         result = runner.run()
         if result.outcome == "fault" and "budget_exhausted" in result.reason:
             result.outcome = "step_budget"
         obs = robot.observe(images=spec.images)
         if obs.images:
             rec.frame("end", obs.images)
+        if mcap:
+            mcap.observe("end", obs)
         summary = {**header, **result.to_json(), "vlm_tokens": {k: runner.vlm[k] for k in
                                                                  ("input_tokens", "output_tokens")},
+                   "vlm": dict(vtot),
                    "episode_wall_s": round(time.monotonic() - t0, 3), "run_dir": str(run_dir),
-                   "events": rec.counts}
+                   "events": rec.counts, **({"mcap": str(mcap.path)} if mcap else {})}
         rec("episode_end", **{k: summary[k] for k in ("success", "outcome", "reason", "steps", "wall_s")})
         if spec.media:
             summary["media"] = rec.write_media()
         rec.write_json("summary.json", summary)
         return summary
     finally:
+        if mcap:
+            mcap.close()
+        if base_brain is not None:
+            base_brain.close()     # an in-process serve-brain stops before the simulation goes
         rec.close()
         if own:
             robot.close()

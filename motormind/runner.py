@@ -3,74 +3,31 @@
 plan -> (batch -> controller -> report [-> verify]) ... until success, a budget, or give-up.
 Replans when the Verifier rejects a claim, when a subgoal keeps failing, or when a role fails safe.
 The evaluator's success check (privileged, simulation only) ends the episode; no role sees it.
+
+Every decision is made by the transport-agnostic components of ``motormind.components`` (the
+same ones the ROS 2 nodes wrap); this module only carries their messages in-process: it observes
+the robot, runs the Controller, hands the Monitor its snapshots and records what happens.
 """
 from __future__ import annotations
 
-import json
-import sys
 import time
-from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from .components import (Context, EpisodeBook, EpisodeConfig, EpisodeResult, ExecutorComponent,
+                         MonitorComponent, PlannerComponent, VerifierComponent, brief_report)
 from .controller import CancelToken, Controller, Report
 from .record import Recorder
 from .roles.executor import Executor
 from .roles.memory import Memory
 from .roles.monitor import Monitor
-from .roles.planner import Planner, Subgoal
-from .roles.verifier import Verdict, Verifier
+from .roles.planner import Planner
+from .roles.verifier import Verifier
 
-
-@dataclass
-class EpisodeConfig:
-    max_steps: int | None = None        # control-step budget (None: the backend's default)
-    wall_budget_s: float = 900.0        # wall-clock budget
-    max_batches: int = 60
-    max_replans: int = 6
-    max_failures_per_subgoal: int = 3   # failed batches on one subgoal before a replan
-    images: bool = True                 # render camera images for the roles
-    replan: bool = True                 # ablations (issue: evaluation at scale)
-    planner: bool = True
-    monitor: bool = True
-    verifier: bool = True
-    memory: bool = True
-
-
-@dataclass
-class EpisodeResult:
-    success: bool
-    outcome: str                        # success | step_budget | wall_budget | batch_budget | gave_up | fault | stopped
-    reason: str
-    steps: int
-    wall_s: float
-    batches: int
-    replans: int
-    verifier_rejections: int
-    controller_rejections: int
-    vlm_calls: int
-    vlm_s: float
-    motion_s: float
-    brain: str
-    privileged: bool
-    plan: list = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return asdict(self)
+__all__ = ["EpisodeConfig", "EpisodeResult", "EpisodeRunner"]
 
 
 def _brief_report(rep: Report | None) -> str:
-    if rep is None:
-        return "none yet (this is the first batch)"
-    d = rep.to_json()
-    lines = [f"batch {d['batch_id']} status={d['status']}" + (f" reason: {d['reason']}" if d["reason"] else "")]
-    for r in d["results"]:
-        c = r["command"]
-        lines.append(f"  [{r['index']}] {json.dumps(c)} -> {r['status']}"
-                     + (f" commanded={r['commanded']}" if r["commanded"] else "")
-                     + (f" achieved={ {k: v for k, v in r['achieved'].items() if k != 'rotation_vector_deg'} }"
-                        if r["achieved"] else "")
-                     + (f" ({r['reason']})" if r["reason"] else ""))
-    return "\n".join(lines)
+    return brief_report(rep)
 
 
 class EpisodeRunner:
@@ -94,9 +51,15 @@ class EpisodeRunner:
         self.verifier = Verifier(brain, rec)
         self.monitor = Monitor(brain, rec) if self.cfg.monitor else None
         self.memory = Memory(brain, rec, instruction) if self.cfg.memory else None
+        self.context = Context(self.profile, instruction, self._memory_text)
+        self.book = EpisodeBook(self.cfg)
+        self.t0 = self.book.t0
+        self.planner_c = PlannerComponent(self.planner, self.cfg, self.context, self._emit, self._say)
+        self.executor_c = ExecutorComponent(self.executor, self.cfg, self.context, self._say)
+        self.verifier_c = VerifierComponent(self.verifier, self.cfg, self.context)
+        self.monitor_c = MonitorComponent(self.monitor, instruction) if self.monitor else None
+        self.observers: list = []        # fn(label, Observation) at every look (the MCAP recorder)
         self._stop_reason = ""
-        self._batch_ctx: dict = {}
-        self.t0 = time.monotonic()
         self.motion_s = 0.0
         self.vlm = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0}
         self.rec.listeners.append(self._count_call)
@@ -117,7 +80,13 @@ class EpisodeRunner:
         obs = self.robot.observe(images=self.cfg.images)
         if obs.images:
             self.rec.frame(label, obs.images)
+        for fn in list(self.observers):
+            fn(label, obs)
         return obs
+
+    def _look(self, label: str) -> tuple:
+        obs = self._observe(label)
+        return obs.state_dict(), obs.images
 
     def _memory_text(self) -> str:
         return self.memory.text() if self.memory else "(memory disabled)"
@@ -127,28 +96,15 @@ class EpisodeRunner:
         if self.memory:
             self.memory.add(kind, data)
 
+    def _say(self, text: str) -> None:
+        self.progress(f"{self._clock(self.steps_fn())} {text}")
+
     def _on_controller_event(self, kind: str, data: dict) -> None:
-        if kind == "command_end" and self.monitor is not None:
+        if kind == "command_end" and self.monitor_c is not None:
             # runs on the Controller's thread: a cheap state snapshot, the brain call is the Monitor's
-            obs = self.robot.observe()
-            ctx = {**self._batch_ctx, "state": obs.state_dict(),
-                   "progress": json.dumps(self._batch_ctx.get("_done", []) + [data]),
-                   "last_command": data}
-            self._batch_ctx.setdefault("_done", []).append(
-                {"index": data["index"], "status": data["status"], "command": data["command"]})
-            self.monitor.offer({k: v for k, v in ctx.items() if k != "_done"})
+            self.monitor_c.command_end(data, self.robot.observe().state_dict())
         elif kind in ("command_start", "command_end"):
             self.rec(kind, **data)
-
-    def _base_ctx(self, obs, plan: list[Subgoal]) -> dict:
-        p = self.profile
-        return {
-            "instruction": self.instruction, "robot_description": p.description,
-            "directions": ", ".join(sorted(p.directions)), "axes": ", ".join(sorted(p.rotation_axes)),
-            "rotation_frame": p.rotation_frame, "limits": json.dumps(p.describe_limits()),
-            "state": json.dumps(obs.state_dict()), "memory": self._memory_text(),
-            "plan": json.dumps([asdict(s) for s in plan]),
-        }
 
     # -- the episode ----------------------------------------------------------------------------
     def run(self) -> EpisodeResult:
@@ -161,141 +117,74 @@ class EpisodeRunner:
                 self.memory.flush(timeout=5)
                 self.memory.close()
 
-    def _plan(self, obs, old: list[Subgoal], reason: str) -> list[Subgoal] | None:
-        images = obs.images
-        if not self.cfg.planner:
-            # ablation: no planner -- the whole instruction is the one subgoal
-            return [Subgoal("s1", self.instruction, "the instruction is fulfilled")]
-        plan, res = self.planner.plan(self._base_ctx(obs, old), images, reason)
-        if plan is not None:
-            self._emit("plan", subgoals=[asdict(s) for s in plan], replan_reason=reason, brain=res.brain,
-                       privileged=res.privileged)
-        return plan
+    def _apply(self, decision) -> bool:
+        """Hand a plan decision to the executor and the book; True when the episode ends."""
+        if decision is None:
+            return False
+        self.executor_c.on_plan(decision)
+        return self.book.on_plan(decision)
 
     def _run(self) -> EpisodeResult:
-        cfg = self.cfg
-        rec = self.rec
-        budget = cfg.max_steps
-        batches = replans = v_rej = c_rej = 0
-        outcome, why = "", ""
-        last_report: Report | None = None
-        last_verdict: Verdict | None = None
-        obs = self._observe("start")
-        plan = self._plan(obs, [], "")
-        idx = 0
-        fails = 0
-        if plan is None:
-            outcome, why = "gave_up", "the planner failed safe (no valid plan)"
-        while not outcome:
-            steps = self.steps_fn()
-            if self.success_fn():
-                outcome, why = "success", "the task's success check holds"
+        book, ex = self.book, self.executor_c
+        state, images = self._look("start")
+        self._apply(self.planner_c.start(state, images))
+        while not book.over:
+            if book.check(self.steps_fn(), self.success_fn(), self._stop_reason):
                 break
-            if self._stop_reason:
-                outcome, why = "stopped", self._stop_reason
-                break
-            if budget is not None and steps >= budget:
-                outcome, why = "step_budget", f"step budget of {budget} control steps used"
-                break
-            if time.monotonic() - self.t0 > cfg.wall_budget_s:
-                outcome, why = "wall_budget", f"wall-clock budget of {cfg.wall_budget_s:g} s used"
-                break
-            if batches >= cfg.max_batches:
-                outcome, why = "batch_budget", f"{cfg.max_batches} batches proposed"
-                break
-            sg = plan[idx]
-            batches += 1
-            bid = f"b{batches}"
-            obs = self._observe(f"{bid} {sg.id}")
-            ctx = {**self._base_ctx(obs, plan), "subgoal_id": sg.id, "subgoal": sg.description,
-                   "criterion": sg.success_criterion, "last_report": _brief_report(last_report),
-                   "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
-                   "batch_id": bid}
-            res = self.executor.propose(ctx, obs.images)
-            replan_reason = ""
-            if res.value is None:
-                fails += 1
-                self.progress(f"{self._clock(steps)} {sg.id} executor answer unusable: {res.error[:80]}")
-                if fails >= cfg.max_failures_per_subgoal:
-                    replan_reason = f"the executor failed to give a usable batch {fails} times ({res.error})"
-            else:
-                batch = {**res.value, "batch_id": bid, "subgoal_id": sg.id}
-                rec("batch", batch=batch, brain=res.brain, privileged=res.privileged)
-                token = CancelToken()
-                self._batch_ctx = {"instruction": self.instruction, "subgoal_id": sg.id,
-                                   "subgoal": sg.description, "batch_id": bid, "batch": json.dumps(batch)}
-                if self.monitor:
-                    self.monitor.watch(token)
-                t_m = time.monotonic()
-                report = self.controller.run(batch, token, source="executor")
-                self.motion_s += time.monotonic() - t_m
-                if self.monitor:
-                    self.monitor.unwatch()
-                last_report = report
-                self._emit("report", **report.to_json())
-                self.progress(f"{self._clock(self.steps_fn())} {sg.id} {report.summary()[:150]}")
-                if report.status == "rejected":
-                    c_rej += 1
-                if report.status == "fault":
-                    outcome, why = "fault", report.reason
+            sg = ex.subgoal
+            bid = book.next_batch_id()
+            state, images = self._look(f"{bid} {sg.id}")
+            prop = ex.propose(state, images, bid)
+            decision = None
+            if prop.batch is not None:
+                batch = prop.batch
+                self.rec("batch", batch=batch, brain=prop.brain, privileged=prop.privileged)
+                report = self._execute(batch, sg)
+                rep = report.to_json()
+                self._emit("report", **rep)
+                self._say(f"{sg.id} {report.summary()[:150]}")
+                if book.on_report(rep):
                     break
                 if self.success_fn():
                     continue   # the loop head records the success
-                if report.status == "done" and report.claims_done:
-                    obs = self._observe(f"verify {sg.id}")
-                    if cfg.verifier:
-                        vctx = {**ctx, "state": json.dumps(obs.state_dict()), "last_report": _brief_report(report)}
-                        verdict = self.verifier.verify(vctx, obs.images)
-                    else:
-                        verdict = Verdict(sg.id, True, "verifier disabled (ablation): claim accepted", "none")
-                    last_verdict = verdict
+                after = ex.on_report(rep)
+                if after.verify:
+                    state, images = self._look(f"verify {sg.id}")
+                    verdict = self.verifier_c.verify(sg, ex.plan, rep, state, images, ex.last_verdict)
                     self._emit("verdict", **verdict.to_json())
-                    self.progress(f"{self._clock(self.steps_fn())} {sg.id} verdict: "
-                                  f"{'achieved' if verdict.achieved else 'REJECTED'} - {verdict.evidence[:100]}")
-                    if verdict.achieved:
-                        idx, fails = idx + 1, 0
-                        if idx >= len(plan):
-                            if not self.has_success_check:   # a real robot: the Verifier has the last word
-                                outcome, why = "success", "every subgoal verified (no privileged success check)"
-                                break
-                            if self.success_fn():
-                                continue               # the loop head records the success
-                            replan_reason = "every subgoal was verified but the task is not complete"
+                    self._say(f"{sg.id} verdict: {'achieved' if verdict.achieved else 'REJECTED'} - "
+                              f"{verdict.evidence[:100]}")
+                    book.on_verdict(verdict)
+                    esc = ex.on_verdict(verdict)
+                    if esc is not None and book.plan_verified(self.has_success_check, self.success_fn):
+                        continue           # ended (no privileged check), or the loop head records the success
+                    if esc is not None:
+                        decision = self.planner_c.on_escalation(esc, self._look)
                     else:
-                        v_rej += 1
-                        replan_reason = f"the verifier rejected the claim on {sg.id}: {verdict.evidence}"
-                elif report.status != "done":
-                    fails += 1
-                    if fails >= cfg.max_failures_per_subgoal:
-                        replan_reason = f"{fails} batches on {sg.id} failed; last: {report.reason}"
-            if replan_reason:
-                if not cfg.replan:
-                    if idx >= len(plan):
-                        outcome, why = "gave_up", replan_reason + " (replanning disabled)"
-                        break
-                    fails = 0
-                    continue
-                if replans >= cfg.max_replans:
-                    outcome, why = "gave_up", f"replan limit {cfg.max_replans} reached; last: {replan_reason}"
-                    break
-                replans += 1
-                self._emit("replan", reason=replan_reason)
-                self.progress(f"{self._clock(self.steps_fn())} replan #{replans}: {replan_reason[:120]}")
-                obs = self._observe(f"replan {replans}")
-                new = self._plan(obs, plan, replan_reason)
-                if new is None:
-                    outcome, why = "gave_up", "the planner failed safe on a replan"
-                    break
-                plan, idx, fails, last_verdict = new, 0, 0, None
-        wall = time.monotonic() - self.t0
-        result = EpisodeResult(
-            success=outcome == "success", outcome=outcome, reason=why, steps=self.steps_fn(), wall_s=round(wall, 3),
-            batches=batches, replans=replans, verifier_rejections=v_rej, controller_rejections=c_rej,
-            vlm_calls=self.vlm["calls"], vlm_s=round(self.vlm["s"], 3), motion_s=round(self.motion_s, 3),
-            brain=getattr(self.brain, "name", "?"), privileged=bool(getattr(self.brain, "privileged", False)),
-            plan=[asdict(s) for s in (plan or [])])
-        return result
+                        decision = self.planner_c.on_verdict(verdict, self._look)
+                elif after.escalate is not None:
+                    decision = self.planner_c.on_escalation(after.escalate, self._look)
+            elif prop.escalate is not None:
+                decision = self.planner_c.on_escalation(prop.escalate, self._look)
+            if self._apply(decision):
+                break
+        return book.result(self.steps_fn(), getattr(self.brain, "name", "?"),
+                           bool(getattr(self.brain, "privileged", False)), ex.plan,
+                           self.vlm["calls"], self.vlm["s"], self.motion_s)
+
+    def _execute(self, batch: dict, sg) -> Report:
+        token = CancelToken()
+        if self.monitor_c:
+            self.monitor_c.begin(batch, sg, token)
+        t_m = time.monotonic()
+        try:
+            return self.controller.run(batch, token, source="executor")
+        finally:
+            self.motion_s += time.monotonic() - t_m
+            if self.monitor_c:
+                self.monitor_c.end()
 
     def _clock(self, steps: int) -> str:
         b = self.cfg.max_steps
         return f"[{time.monotonic() - self.t0:6.1f}s step {steps:4d}{'/' + str(b) if b else ''}]"
+

@@ -77,8 +77,18 @@ MEMORY = {
     },
 }
 
+DIAGNOSE = {       # the skill diagnostic's multiple-choice answer (motormind/diagnose)
+    "type": "object", "additionalProperties": False,
+    "required": ["answer"],
+    "properties": {
+        "schema_version": {"type": "integer"}, "source": _SRC,
+        "answer": {"type": "string", "enum": ["A", "B", "C", "D"]},
+        "reasoning": {"type": "string", "maxLength": 2000},
+    },
+}
+
 ROLE_SCHEMAS = {"planner": PLANNER, "executor": EXECUTOR, "verifier": VERIFIER, "monitor": MONITOR,
-                "memory": MEMORY}
+                "memory": MEMORY, "diagnose": DIAGNOSE}
 
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 

@@ -406,6 +406,9 @@ class LiberoRobot(Robot):
                 if n_cmd is not None and steps >= n_cmd:
                     cmd = 0.0                               # partial: hold the integrated command
                 ramping = n_cmd is not None and steps < n_cmd
+                if n_cmd is None:   # full open/close: the finger command integrates; a gap that has
+                    c = self._grip_state()      # not moved yet is not "steady" until it saturates
+                    ramping = (cmd < 0 and c > -1.0 + 1e-6) or (cmd > 0 and c < 1.0 - 1e-6)
                 steady = steady + 1 if (steps > 0 and dw < GRIP_STEADY_MM and not ramping) else 0
                 done = steady >= GRIP_STEADY_STEPS or (full_close and steps > 0 and w < EMPTY_CLOSED_MM) \
                     or (full_open and steps > 0 and w > self.profile.gripper_max_width_mm - 1.0)

@@ -1,0 +1,37 @@
+"""The LIBERO-PRO simulation: the MotorMind nodes around a Controller that owns the simulator.
+
+    ros2 launch motormind sim.launch.py suite:=libero_spatial task:=0 brain:=oracle record:=/tmp/t0.mcap
+
+The oracle brain (privileged, evaluator only) answers next to the simulator, in the Controller.
+
+A real ROS 2 launch file (Jazzy and later). Its nodes, parameter file and per-node parameters come
+from motormind/ros/graph.py, the same source `motormind launch sim` uses on machines without the
+ros2 CLI: `motormind launch sim --dry-run` prints what this file starts.
+"""
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from motormind.ros import graph
+
+SETUP = "sim"
+
+
+def _nodes(context, *args, **kwargs):
+    given = {a.name: LaunchConfiguration(a.name).perform(context) for a in graph.ARGS[SETUP]}
+    specs, params_file = graph.nodes(SETUP, given)
+    out = []
+    for spec in specs:
+        extra = {"on_exit": Shutdown(reason=f"{spec.name} ended the episode")} if spec.exit_ends_launch else {}
+        out.append(Node(package=graph.PACKAGE, executable=spec.executable, name=spec.name,
+                        namespace=graph.NAMESPACE, parameters=[str(params_file), spec.params],
+                        respawn=spec.respawn, respawn_delay=spec.respawn_delay_s, output="screen",
+                        emulate_tty=True, **extra))
+    return out
+
+
+def generate_launch_description():
+    return LaunchDescription(
+        [DeclareLaunchArgument(a.name, default_value=a.default, description=a.help) for a in graph.ARGS[SETUP]]
+        + [OpaqueFunction(function=_nodes)])

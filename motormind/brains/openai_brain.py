@@ -1,0 +1,555 @@
+"""The ``openai`` brain: any OpenAI-compatible chat-completions endpoint through the ``openai`` client.
+
+OpenAI itself, vLLM (e.g. Qwen2.5-VL), Ollama, a llama.cpp server, or MotorMind's own local server
+(``motormind serve-brain``). Configured by YAML (``configs/vlm/NAME.yaml``, see ``VLMConfig``),
+each field overridable (``--vlm-set key=value``).
+
+One ``respond`` is one role call:
+
+* messages: the system prompt; the user prompt as the first text part of the user turn, then each
+  image as a text label ("Image 'agentview':") and an ``image_url`` data URL (PNG or JPEG, resized
+  to ``image_size`` on its longest side, ``detail`` as configured); then the request's history (the
+  role's repair turns) as assistant / user messages.
+* structured output: ``response_format={"type": "json_schema", ...}`` with the role's schema when
+  ``structured_output: json_schema``, ``{"type": "json_object"}`` with ``json_object``, nothing with
+  ``none`` (the role extracts JSON from the text). A 400 that names ``response_format`` switches
+  structured output off for the rest of the run and retries at once (``structured_fallback``).
+* retries: the client's own retries are off (``max_retries=0``); this brain retries 429, 5xx,
+  timeouts and connection errors itself, with exponential backoff (honouring ``Retry-After``), so
+  each attempt is visible: ``BrainReply.meta["retries"]`` (recorded with the call) and a
+  ``vlm_retry`` event per retry. When every attempt fails it raises ``VLMError`` naming each one;
+  the role records that and fails safe. Other errors (401, 404, 400) are not retried.
+* accounting: latency (the whole call, retries and backoff included; per attempt in meta), tokens
+  from ``usage``, cost when ``prices`` are given (USD per million tokens), finish reason, request id.
+
+For MotorMind's own server it can add a ``motormind`` field to the request body (``send_context``:
+the role, prompt name and the structured context the prompt was rendered from; ``send_scene``: a
+snapshot of the PRIVILEGED simulator scene for a standalone oracle server). Real servers do not
+know that field (OpenAI rejects it), so both are off unless a config switches them on.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import yaml
+
+from ..errors import ConfigError, MotorMindError
+from .base import Brain, BrainReply, BrainRequest
+
+_STRUCTURED = ("json_schema", "json_object", "none")
+_DETAIL = ("auto", "low", "high")
+
+
+class VLMError(MotorMindError):
+    """A VLM call failed for good (after its retries, or at once for a non-retryable error)."""
+
+
+@dataclass
+class VLMConfig:
+    name: str = "openai"
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o"
+    api_key_env: str | None = "OPENAI_API_KEY"  # the environment variable that holds the key
+    api_key: str | None = None                  # a literal key (local servers that want any string)
+    organization: str | None = None
+    temperature: float | None = 0.0
+    top_p: float | None = None
+    seed: int | None = None
+    max_tokens: int = 1024
+    max_tokens_param: str = "max_tokens"        # or max_completion_tokens (newer OpenAI models)
+    image_size: int | None = None               # longest side in px; None: as rendered
+    image_detail: str = "auto"                  # auto | low | high
+    image_format: str = "png"                   # png | jpeg
+    jpeg_quality: int = 90
+    send_images: bool = True                    # false for text-only models
+    timeout_s: float = 60.0
+    retries: int = 3                            # retries after the first attempt (429, 5xx, timeouts)
+    backoff_s: float = 1.0                      # first backoff; doubles each retry
+    backoff_max_s: float = 20.0
+    structured_output: str = "json_schema"      # json_schema | json_object | none
+    strict_schema: bool = False                 # OpenAI strict mode (needs every field required)
+    structured_fallback: bool = True            # a 400 naming response_format: retry without it
+    strip_thinking: bool = True                 # drop <think>...</think> blocks (reasoning models)
+    prices: dict = field(default_factory=dict)  # {input_per_mtok: USD, output_per_mtok: USD}
+    extra_body: dict = field(default_factory=dict)
+    headers: dict = field(default_factory=dict)
+    roles: dict = field(default_factory=dict)   # per-role overrides: {monitor: {timeout_s: 10, max_tokens: 200}}
+    label: str | None = None                    # the brain label in records (default openai:<model>)
+    privileged: bool = False                    # the endpoint answers from privileged state (the oracle)
+    send_context: bool = False                  # MotorMind's server only (see the module doc)
+    send_scene: bool = False                    # MotorMind's server only: ships PRIVILEGED scene state
+    serve: str | None = None                    # oracle | replay: start serve-brain in-process first
+    replay: str | None = None                   # serve: replay -> the episode record to replay
+    faults: dict = field(default_factory=dict)  # serve-brain fault plan (motormind.serve.faults)
+    text_style: str = "fenced"                  # serve-brain: how it answers without response_format
+    source: str = ""                            # where the config came from (filled in by the loader)
+
+    def __post_init__(self) -> None:
+        if self.structured_output not in _STRUCTURED:
+            raise ConfigError(f"structured_output: must be one of {', '.join(_STRUCTURED)}, "
+                              f"got {self.structured_output!r}")
+        if self.image_detail not in _DETAIL:
+            raise ConfigError(f"image_detail: must be one of {', '.join(_DETAIL)}, got {self.image_detail!r}")
+        if self.image_format not in ("png", "jpeg"):
+            raise ConfigError(f"image_format: must be png or jpeg, got {self.image_format!r}")
+        if self.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
+            raise ConfigError(f"max_tokens_param: must be max_tokens or max_completion_tokens, "
+                              f"got {self.max_tokens_param!r}")
+        if self.serve not in (None, "oracle", "replay"):
+            raise ConfigError(f"serve: must be oracle or replay (or absent), got {self.serve!r}")
+        if self.serve == "replay" and not self.replay:
+            raise ConfigError("replay: serve: replay needs the episode record to replay (replay: RUN_DIR)")
+        for k in ("timeout_s", "backoff_s", "backoff_max_s"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ConfigError(f"{k}: must be a number >= 0, got {v!r}")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s: must be > 0, got {self.timeout_s!r}")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise ConfigError(f"retries: must be an integer >= 0, got {self.retries!r}")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ConfigError(f"max_tokens: must be a positive integer, got {self.max_tokens!r}")
+        if self.image_size is not None and (not isinstance(self.image_size, int) or self.image_size < 8):
+            raise ConfigError(f"image_size: must be an integer >= 8 (or null), got {self.image_size!r}")
+        bad = sorted(set(self.prices) - {"input_per_mtok", "output_per_mtok"})
+        if bad:
+            raise ConfigError(f"prices: unknown key(s) {bad} (known: input_per_mtok, output_per_mtok)")
+        role_keys = {"timeout_s", "max_tokens", "temperature", "retries", "image_size", "image_detail",
+                     "send_images"}
+        from ..schemas import ROLE_SCHEMAS
+        for role, ov in self.roles.items():
+            if role not in ROLE_SCHEMAS:
+                raise ConfigError(f"roles.{role}: unknown role (known: {', '.join(ROLE_SCHEMAS)})")
+            extra = sorted(set(ov or {}) - role_keys)
+            if extra:
+                raise ConfigError(f"roles.{role}: unknown key(s) {extra} (allowed: {sorted(role_keys)})")
+
+    @property
+    def label_or_default(self) -> str:
+        return self.label or f"openai:{self.model}"
+
+    def public(self) -> dict:
+        """The config for records: everything but a literal key."""
+        d = asdict(self)
+        if d.get("api_key"):
+            d["api_key"] = "***"
+        return d
+
+
+# -- loading ------------------------------------------------------------------------------------
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def _expand(v):
+    """``${VAR}`` and ``${VAR:-default}`` in string values."""
+    if isinstance(v, str):
+        def sub(m):
+            val = os.environ.get(m.group(1))
+            if val is None:
+                if m.group(2) is None:
+                    raise ConfigError(f"environment variable {m.group(1)} is not set (used in the VLM config)")
+                return m.group(2)
+            return val
+        return _VAR.sub(sub, v)
+    if isinstance(v, dict):
+        return {k: _expand(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_expand(x) for x in v]
+    return v
+
+
+def resolve_vlm_path(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    from ..paths import config_dir
+    try:
+        cand = config_dir() / "vlm" / (p.name if p.suffix in (".yaml", ".yml") else f"{p.name}.yaml")
+    except FileNotFoundError:
+        cand = None
+    if cand is not None and cand.exists():
+        return cand
+    known = sorted(q.stem for q in cand.parent.glob("*.yaml")) if cand is not None else []
+    raise ConfigError(f"no VLM config {str(name_or_path)!r} (a YAML path, or a name in configs/vlm/: "
+                      f"{', '.join(known)})")
+
+
+def apply_overrides(d: dict, overrides) -> dict:
+    """``["model=qwen", "faults.malformed_json=0.2", "roles.monitor.timeout_s=5"]`` -> nested keys;
+    values are parsed as YAML scalars."""
+    d = json.loads(json.dumps(d))
+    for item in overrides or ():
+        key, eq, raw = str(item).partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--vlm-set {item!r}: expected KEY=VALUE")
+        val = yaml.safe_load(raw) if raw.strip() else None
+        cur = d
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            if not isinstance(cur.get(p), dict):
+                cur[p] = {}
+            cur = cur[p]
+        cur[parts[-1]] = val
+    return d
+
+
+def vlm_config_from_dict(d: dict, source: str = "") -> VLMConfig:
+    if not isinstance(d, dict):
+        raise ConfigError(f"{source or 'VLM config'}: must be a mapping")
+    known = {f.name for f in fields(VLMConfig)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ConfigError(f"{source or 'VLM config'}: unknown key(s) {unknown} (known: {sorted(known - {'source'})})")
+    d = _expand(d)
+    for k in ("prices", "extra_body", "headers", "roles", "faults"):
+        if d.get(k) is None:
+            d.pop(k, None)
+    try:
+        return VLMConfig(**{**d, "source": source})
+    except TypeError as e:
+        raise ConfigError(f"{source or 'VLM config'}: {e}") from None
+
+
+def load_vlm_config(name_or_path: str | Path | dict, overrides=()) -> VLMConfig:
+    if isinstance(name_or_path, dict):
+        return vlm_config_from_dict(apply_overrides(name_or_path, overrides), "dict")
+    p = resolve_vlm_path(name_or_path)
+    try:
+        d = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    return vlm_config_from_dict(apply_overrides(d, overrides), str(p))
+
+
+# -- images -------------------------------------------------------------------------------------
+def image_data_url(img, size: int | None = None, fmt: str = "png", quality: int = 90) -> str:
+    import cv2  # lazy
+    a = np.ascontiguousarray(np.asarray(img, dtype=np.uint8))
+    if a.ndim == 2:
+        a = np.stack([a] * 3, axis=-1)
+    h, w = a.shape[:2]
+    if size and max(h, w) != size:
+        s = size / max(h, w)
+        a = cv2.resize(a, (max(1, round(w * s)), max(1, round(h * s))),
+                       interpolation=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR)
+    bgr = cv2.cvtColor(a[:, :, :3], cv2.COLOR_RGB2BGR)
+    if fmt == "jpeg":
+        ok, buf = cv2.imencode(".jpg", bgr, [int(cv2.IMWRITE_JPEG_QUALITY), int(quality)])
+        mime = "image/jpeg"
+    else:
+        ok, buf = cv2.imencode(".png", bgr)
+        mime = "image/png"
+    if not ok:
+        raise VLMError("image encoding failed")
+    return f"data:{mime};base64,{base64.b64encode(buf.tobytes()).decode()}"
+
+
+def _jsonable(o):
+    from ..record import _default, _finite
+    return json.loads(json.dumps(_finite(o), default=_default))
+
+
+_THINK = re.compile(r"<think>.*?</think>", flags=re.S)
+
+
+# -- the brain ----------------------------------------------------------------------------------
+class OpenAIBrain(Brain):
+    def __init__(self, config: VLMConfig, client=None, on_event: Callable[..., None] | None = None,
+                 scene_fn: Callable[[], Any] | None = None, profile_name: str | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.cfg = config
+        self.name = config.label_or_default
+        self.privileged = bool(config.privileged or config.send_scene)
+        self.on_event = on_event or (lambda kind, **data: None)
+        self.scene_fn = scene_fn
+        self.profile_name = profile_name
+        self.session = uuid.uuid4().hex[:12]
+        self._sleep = sleep
+        self._structured = config.structured_output
+        self._owned: list = []                  # things close() closes (an in-process server)
+        self._lock = threading.Lock()
+        self.totals = {"calls": 0, "attempts": 0, "retries": 0, "input_tokens": 0, "output_tokens": 0,
+                       "cost_usd": 0.0, "failures": 0}
+        if config.send_scene and scene_fn is None:
+            raise ConfigError("send_scene: true needs the simulator's scene (only a simulated robot has one)")
+        if client is None:
+            import openai  # lazy: the core imports lightly
+            key = config.api_key
+            if not key and config.api_key_env:
+                key = os.environ.get(config.api_key_env)
+                if not key:
+                    raise ConfigError(f"{config.source or 'VLM config'}: the API key variable "
+                                      f"${config.api_key_env} is not set (api_key_env)")
+            client = openai.OpenAI(base_url=config.base_url, api_key=key or "EMPTY",
+                                   organization=config.organization, timeout=config.timeout_s, max_retries=0,
+                                   default_headers=config.headers or None)
+        self.client = client
+
+    # -- building the request -------------------------------------------------------------------
+    def _opt(self, role: str, key: str):
+        ov = self.cfg.roles.get(role) or {}
+        return ov[key] if key in ov else getattr(self.cfg, key)
+
+    def messages(self, req: BrainRequest) -> list[dict]:
+        msgs: list[dict] = [{"role": "system", "content": req.system}]
+        imgs = req.images if self._opt(req.role, "send_images") else {}
+        if imgs:
+            content: list[dict] = [{"type": "text", "text": req.user}]
+            for name, img in imgs.items():
+                content.append({"type": "text", "text": f"Image '{name}':"})
+                content.append({"type": "image_url", "image_url": {
+                    "url": image_data_url(img, self._opt(req.role, "image_size"), self.cfg.image_format,
+                                          self.cfg.jpeg_quality),
+                    "detail": self._opt(req.role, "image_detail")}})
+            msgs.append({"role": "user", "content": content})
+        else:
+            msgs.append({"role": "user", "content": req.user})
+        for h in req.history:
+            msgs.append({"role": h["role"], "content": h["content"]})
+        return msgs
+
+    def response_format(self, req: BrainRequest) -> dict | None:
+        if self._structured == "json_schema" and req.schema:
+            return {"type": "json_schema", "json_schema": {"name": f"motormind_{req.role}", "schema": req.schema,
+                                                           "strict": bool(self.cfg.strict_schema)}}
+        if self._structured == "json_object":
+            return {"type": "json_object"}
+        return None
+
+    def request_kwargs(self, req: BrainRequest) -> dict:
+        kw: dict = {"model": self.cfg.model, "messages": self.messages(req),
+                    self.cfg.max_tokens_param: int(self._opt(req.role, "max_tokens"))}
+        temp = self._opt(req.role, "temperature")
+        if temp is not None:
+            kw["temperature"] = float(temp)
+        if self.cfg.top_p is not None:
+            kw["top_p"] = self.cfg.top_p
+        if self.cfg.seed is not None:
+            kw["seed"] = self.cfg.seed
+        rf = self.response_format(req)
+        if rf:
+            kw["response_format"] = rf
+        extra = dict(self.cfg.extra_body or {})
+        if self.cfg.send_context or self.cfg.send_scene:
+            mm = {"role": req.role, "prompt_name": req.prompt_name, "session": self.session,
+                  "context": _jsonable(req.context)}
+            if self.profile_name:
+                mm["profile"] = self.profile_name
+            if self.cfg.send_scene and req.role in ("planner", "executor", "verifier"):
+                mm["scene"] = _jsonable(self.scene_fn().snapshot())   # PRIVILEGED
+            extra["motormind"] = mm
+        if extra:
+            kw["extra_body"] = extra
+        kw["timeout"] = float(self._opt(req.role, "timeout_s"))
+        return kw
+
+    # -- calling --------------------------------------------------------------------------------
+    def respond(self, req: BrainRequest) -> BrainReply:
+        import openai
+        t0 = time.perf_counter()
+        kw = self.request_kwargs(req)
+        retries = int(self._opt(req.role, "retries"))
+        attempts: list[dict] = []
+        notes: list[str] = []
+        n_images = sum(1 for m in kw["messages"] if isinstance(m["content"], list)
+                       for p in m["content"] if p.get("type") == "image_url")
+        attempt = 0
+        while True:
+            ta = time.perf_counter()
+            try:
+                raw = self.client.chat.completions.with_raw_response.create(**kw)
+                comp = raw.parse()
+                headers = raw.headers
+                break
+            except openai.BadRequestError as e:
+                msg = _err_text(e)
+                if "response_format" in kw and self.cfg.structured_fallback and "response_format" in msg.lower():
+                    self._structured = "none"
+                    kw.pop("response_format")
+                    notes.append(f"the server refused response_format ({msg[:160]}); structured output off")
+                    attempts.append(self._attempt(attempt, ta, e, backoff=0.0))
+                    self.on_event("vlm_retry", role=req.role, **attempts[-1], note=notes[-1])
+                    attempt += 1
+                    continue
+                self._fail(attempts, self._attempt(attempt, ta, e))
+                raise VLMError(f"HTTP 400 from {self.cfg.base_url}: {msg[:300]}") from None
+            except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
+                    openai.InternalServerError, openai.APIStatusError) as e:
+                status = getattr(e, "status_code", None)
+                retryable = status is None or status == 429 or status >= 500 or status in (408, 409)
+                info = self._attempt(attempt, ta, e)
+                if not retryable:
+                    self._fail(attempts, info)
+                    raise VLMError(f"HTTP {status} from {self.cfg.base_url}: {_err_text(e)[:300]}") from None
+                if attempt >= retries:
+                    self._fail(attempts, info)
+                    raise VLMError(f"{len(attempts)} attempt(s) failed ({retries} retries): "
+                                   + "; ".join(_brief(a) for a in attempts)) from None
+                info["backoff_s"] = round(self._backoff(attempt, e), 3)
+                attempts.append(info)
+                self.on_event("vlm_retry", role=req.role, prompt=req.prompt_name, **info)
+                self._sleep(info["backoff_s"])
+                attempt += 1
+        latency = time.perf_counter() - t0
+        choice = comp.choices[0] if comp.choices else None
+        text = (choice.message.content if choice and choice.message else None) or ""
+        refusal = getattr(choice.message, "refusal", None) if choice and choice.message else None
+        if self.cfg.strip_thinking and "<think>" in text:
+            text = _THINK.sub("", text).strip()
+        usage = comp.usage
+        tin = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
+        tout = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
+        extra = (getattr(comp, "model_extra", None) or {}).get("motormind") or {}
+        meta: dict = {"model": comp.model, "request_id": comp.id, "attempts": attempt + 1,
+                      "finish_reason": getattr(choice, "finish_reason", None),
+                      "structured_output": "response_format" in kw and kw["response_format"]["type"] or "none",
+                      "http_latency_s": round(time.perf_counter() - ta, 4), "images_sent": n_images}
+        if attempts:
+            meta["retries"] = attempts
+        if notes:
+            meta["notes"] = notes
+        if refusal:
+            meta["refusal"] = str(refusal)[:500]
+        if meta["finish_reason"] == "length":
+            meta["truncated"] = f"the answer hit max_tokens ({kw[self.cfg.max_tokens_param]})"
+        fault = headers.get("x-motormind-fault")
+        if fault:
+            meta["server_fault"] = fault
+        if extra:
+            meta["server"] = {k: extra[k] for k in ("source", "images_received", "usage_estimated") if k in extra}
+        cost = self.cost(tin, tout)
+        if cost is not None:
+            meta["cost_usd"] = cost
+        with self._lock:
+            t = self.totals
+            t["calls"] += 1
+            t["attempts"] += attempt + 1
+            t["retries"] += len(attempts)
+            t["input_tokens"] += tin
+            t["output_tokens"] += tout
+            t["cost_usd"] += cost or 0.0
+        return BrainReply(text, self.name, latency, tin, tout,
+                          privileged=bool(self.privileged or extra.get("privileged")), meta=meta)
+
+    def cost(self, tin: int, tout: int) -> float | None:
+        p = self.cfg.prices
+        if not p:
+            return None
+        return round(tin * float(p.get("input_per_mtok", 0)) / 1e6 + tout * float(p.get("output_per_mtok", 0)) / 1e6, 8)
+
+    def _attempt(self, attempt: int, ta: float, e: Exception, backoff: float | None = None) -> dict:
+        status = getattr(e, "status_code", None)
+        resp = getattr(e, "response", None)
+        fault = None
+        try:
+            fault = resp.headers.get("x-motormind-fault") if resp is not None else None
+        except Exception:  # noqa: BLE001
+            pass
+        kind = "timeout" if type(e).__name__ == "APITimeoutError" else \
+            "connection" if type(e).__name__ == "APIConnectionError" else f"http_{status}"
+        info = {"attempt": attempt, "error": kind, "status": status, "message": _err_text(e)[:200],
+                "latency_s": round(time.perf_counter() - ta, 4)}
+        if backoff is not None:
+            info["backoff_s"] = backoff
+        if fault:
+            info["server_fault"] = fault
+        return info
+
+    def _fail(self, attempts: list, info: dict) -> None:
+        attempts.append(info)
+        with self._lock:
+            self.totals["failures"] += 1
+            self.totals["attempts"] += len(attempts)
+            self.totals["retries"] += len(attempts) - 1
+
+    def _backoff(self, attempt: int, e: Exception) -> float:
+        b = min(self.cfg.backoff_max_s, self.cfg.backoff_s * (2 ** attempt))
+        resp = getattr(e, "response", None)
+        try:
+            ra = resp.headers.get("retry-after") if resp is not None else None
+            if ra is not None:
+                b = min(self.cfg.backoff_max_s, max(0.0, float(ra)))
+        except (ValueError, TypeError, AttributeError):
+            pass
+        return b
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001
+            pass
+        for o in reversed(self._owned):
+            try:
+                o.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._owned.clear()
+
+
+def _err_text(e: Exception) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+    return str(e)
+
+
+def _brief(a: dict) -> str:
+    s = f"[{a['attempt']}] {a['error']}"
+    if a.get("server_fault"):
+        s += f" (server fault {a['server_fault']})"
+    elif a.get("message"):
+        s += f" ({a['message'][:120]})"
+    return s
+
+
+# -- building, with the local server when the config says so -----------------------------------
+def build_openai_brain(vlm: str | Path | dict | VLMConfig, robot=None, profile=None, overrides=(),
+                       record: Callable[..., None] | None = None) -> OpenAIBrain:
+    """The openai brain for a run. With ``serve: oracle`` (or ``replay``) it first starts
+    ``serve-brain`` in a thread of this process, holding the oracle next to the live simulation,
+    and points the client at it; ``close()`` stops the server."""
+    cfg = vlm if isinstance(vlm, VLMConfig) else load_vlm_config(vlm, overrides)
+    rec = record or (lambda kind, **data: None)
+    server = None
+    if cfg.serve:
+        from ..serve.server import BrainServer, ReplayBrain
+        if cfg.serve == "oracle":
+            if robot is None or not hasattr(robot, "scene"):
+                raise ConfigError("serve: oracle needs a simulated robot (its privileged scene)")
+            from .oracle import OracleBrain
+            backend = OracleBrain(robot.scene(), profile or robot.profile)
+        else:
+            backend = ReplayBrain(cfg.replay)
+        server = BrainServer(backend, model=cfg.model, faults=cfg.faults or None, on_event=rec,
+                             text_style=cfg.text_style).start()
+        cfg.base_url = server.url
+        cfg.send_context = True                       # the oracle answers from the role's context
+        cfg.privileged = cfg.privileged or bool(getattr(backend, "privileged", False))
+        if not cfg.api_key:
+            cfg.api_key, cfg.api_key_env = "local", None
+        if not cfg.label:
+            cfg.label = f"openai:{cfg.model}"
+    scene_fn = robot.scene if (cfg.send_scene and robot is not None and hasattr(robot, "scene")) else None
+    prof = profile or getattr(robot, "profile", None)
+    try:
+        brain = OpenAIBrain(cfg, on_event=rec, scene_fn=scene_fn, profile_name=getattr(prof, "name", None))
+    except Exception:
+        if server:
+            server.close()
+        raise
+    if server:
+        brain._owned.append(server)
+        brain.server = server
+    return brain

@@ -1,0 +1,492 @@
+"""The episode's decision logic as transport-agnostic components.
+
+One copy of every decision - when a subgoal advances, when to verify, when to escalate, when to
+replan, when the episode ends - lives here. Two transports drive these components with the same
+messages: the in-process ``EpisodeRunner`` (threads and queues) and the ROS 2 nodes in
+``motormind.ros`` (one component per process). A component never publishes, subscribes, sleeps
+or observes the robot: it is handed what it needs (measured state as the roles see it, images,
+report and verdict JSON) and returns what should happen next.
+
+    PlannerComponent    answers a task with a plan; replans on a rejected verdict or an escalation
+                        (or, with replanning disabled, keeps the plan or gives up)
+    ExecutorComponent   proposes the next batch after a plan / report / verdict; decides when a
+                        report needs the Verifier; escalates after repeated failures
+    VerifierComponent   verifies the claim in a report (or accepts it, the no-verifier ablation)
+    MonitorComponent    turns the Controller's action-boundary events into Monitor checks
+    EpisodeBook         budgets and outcome bookkeeping (success, budgets, faults, counters)
+    Context             the prompt context every role shares (robot profile, instruction, memory)
+
+Messages (JSON on every transport, each with ``schema_version``): ``PlanDecision.to_json()`` is the
+``plan`` message, ``Escalation.to_json()`` the ``escalation`` message, a batch dict the
+``commands`` message, ``Report.to_json()`` the ``report`` message, ``Verdict.to_json()`` the
+``verdict`` message.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from . import SCHEMA_VERSION
+from .roles.planner import Subgoal
+from .roles.verifier import Verdict
+
+
+@dataclass
+class EpisodeConfig:
+    max_steps: int | None = None        # control-step budget (None: the backend's default)
+    wall_budget_s: float = 900.0        # wall-clock budget
+    max_batches: int = 60
+    max_replans: int = 6
+    max_failures_per_subgoal: int = 3   # failed batches on one subgoal before a replan
+    images: bool = True                 # render camera images for the roles
+    replan: bool = True                 # ablations (issue: evaluation at scale)
+    planner: bool = True
+    monitor: bool = True
+    verifier: bool = True
+    memory: bool = True
+
+
+@dataclass
+class EpisodeResult:
+    success: bool
+    outcome: str                        # success | step_budget | wall_budget | batch_budget | gave_up | fault | stopped
+    reason: str
+    steps: int
+    wall_s: float
+    batches: int
+    replans: int
+    verifier_rejections: int
+    controller_rejections: int
+    vlm_calls: int
+    vlm_s: float
+    motion_s: float
+    brain: str
+    privileged: bool
+    plan: list = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _noop(*_a, **_k) -> None:
+    return None
+
+
+def brief_report(rep: dict | None) -> str:
+    """A report as the Executor and Verifier read it (``rep``: ``Report.to_json()``)."""
+    if rep is None:
+        return "none yet (this is the first batch)"
+    d = rep.to_json() if hasattr(rep, "to_json") else rep
+    lines = [f"batch {d['batch_id']} status={d['status']}" + (f" reason: {d['reason']}" if d["reason"] else "")]
+    for r in d["results"]:
+        c = r["command"]
+        lines.append(f"  [{r['index']}] {json.dumps(c)} -> {r['status']}"
+                     + (f" commanded={r['commanded']}" if r["commanded"] else "")
+                     + (f" achieved={ {k: v for k, v in r['achieved'].items() if k != 'rotation_vector_deg'} }"
+                        if r["achieved"] else "")
+                     + (f" ({r['reason']})" if r["reason"] else ""))
+    return "\n".join(lines)
+
+
+def subgoals_from_json(items) -> list[Subgoal]:
+    return [Subgoal(s["id"], s["description"], s["success_criterion"]) for s in items or []]
+
+
+def verdict_from_json(d: dict) -> Verdict:
+    return Verdict(d.get("subgoal_id", ""), bool(d.get("achieved")), d.get("evidence", ""), d.get("brain", ""),
+                   bool(d.get("failed_safe", False)))
+
+
+class Context:
+    """What every role's prompt is rendered from: the robot profile, the instruction, memory."""
+
+    def __init__(self, profile, instruction: str, memory_text: Callable[[], str] | None = None):
+        self.profile = profile
+        self.instruction = instruction
+        self.memory_text = memory_text or (lambda: "(memory disabled)")
+
+    def base(self, state: dict, plan: list[Subgoal]) -> dict:
+        p = self.profile
+        return {
+            "instruction": self.instruction, "robot_description": p.description,
+            "directions": ", ".join(sorted(p.directions)), "axes": ", ".join(sorted(p.rotation_axes)),
+            "rotation_frame": p.rotation_frame, "limits": json.dumps(p.describe_limits()),
+            "state": json.dumps(state), "memory": self.memory_text(),
+            "plan": json.dumps([asdict(s) for s in plan]),
+        }
+
+
+# -- planning ---------------------------------------------------------------------------------------
+@dataclass
+class PlanDecision:
+    """The Planner's answer to a task or a replan request: the ``plan`` message.
+
+    kind: ``plan`` (a new plan: start at its first subgoal), ``keep`` (replanning is disabled: go on
+    with the current plan), ``gave_up`` (no usable plan, or the replan limit: the episode ends)."""
+    kind: str
+    plan: list = field(default_factory=list)
+    reason: str = ""                  # the replan reason (plan, keep) or why the planner gave up
+    replans: int = 0
+    plan_id: int = 0
+    brain: str = ""
+    privileged: bool = False
+    seq: int = 0                      # every decision of this Planner, in order
+    verdict: dict | None = None       # the rejected verdict that caused it (so a reader that has not
+                                      # seen that verdict yet can take it into account first)
+
+    def to_json(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "decision": self.kind, "plan_id": self.plan_id, "seq": self.seq,
+                "subgoals": [asdict(s) for s in self.plan], "reason": self.reason, "replans": self.replans,
+                "brain": self.brain, "privileged": self.privileged, "verdict": self.verdict}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "PlanDecision":
+        return cls(d["decision"], subgoals_from_json(d.get("subgoals")), d.get("reason", ""),
+                   int(d.get("replans", 0)), int(d.get("plan_id", 0)), d.get("brain", ""),
+                   bool(d.get("privileged", False)), int(d.get("seq", 0)), d.get("verdict"))
+
+
+@dataclass
+class Escalation:
+    """The Executor asks for a replan: a subgoal keeps failing, or every subgoal was verified."""
+    reason: str
+    exhausted: bool = False           # every subgoal of the plan was verified
+    plan_id: int = 0
+    subgoal_id: str = ""
+
+    def to_json(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "reason": self.reason, "exhausted": self.exhausted,
+                "plan_id": self.plan_id, "subgoal_id": self.subgoal_id}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Escalation":
+        return cls(d.get("reason", ""), bool(d.get("exhausted", False)), int(d.get("plan_id", 0)),
+                   d.get("subgoal_id", ""))
+
+
+Observe = Callable[[str], tuple]      # label -> (state dict, images): a fresh look, taken only when needed
+
+
+class PlannerComponent:
+    """Answers a task with a plan; replans on a rejected verdict or an escalation.
+
+    ``emit(kind, **data)`` records an event (and feeds Memory); ``progress(text)`` is for humans."""
+
+    def __init__(self, planner, cfg: EpisodeConfig, context: Context, emit=None, progress=None):
+        self.planner = planner          # roles.planner.Planner (unused when cfg.planner is False)
+        self.cfg = cfg
+        self.ctx = context
+        self.emit = emit or _noop
+        self.progress = progress or _noop
+        self.plan: list[Subgoal] = []
+        self.replans = 0
+        self.plan_id = 0
+        self.seq = 0
+
+    def _ask(self, state: dict, images: dict, reason: str):
+        if not self.cfg.planner:
+            # ablation: no planner -- the whole instruction is the one subgoal
+            return [Subgoal("s1", self.ctx.instruction, "the instruction is fulfilled")], "", False
+        plan, res = self.planner.plan(self.ctx.base(state, self.plan), images, reason)
+        if plan is not None:
+            self.emit("plan", subgoals=[asdict(s) for s in plan], replan_reason=reason, brain=res.brain,
+                      privileged=res.privileged, plan_id=self.plan_id + 1, replans=self.replans)
+        return plan, res.brain, res.privileged
+
+    def _decision(self, kind: str, reason: str, brain: str = "", privileged: bool = False) -> PlanDecision:
+        self.seq += 1
+        return PlanDecision(kind, list(self.plan), reason, self.replans, self.plan_id, brain, privileged, self.seq)
+
+    def _decide(self, plan, brain: str, privileged: bool, reason: str, fail_reason: str) -> PlanDecision:
+        if plan is None:
+            return self._decision("gave_up", fail_reason)
+        self.plan_id += 1
+        self.plan = list(plan)
+        return self._decision("plan", reason, brain, privileged)
+
+    def start(self, state: dict, images: dict) -> PlanDecision:
+        plan, brain, priv = self._ask(state, images, "")
+        return self._decide(plan, brain, priv, "", "the planner failed safe (no valid plan)")
+
+    def rejection_reason(self, verdict: Verdict) -> str | None:
+        """The replan reason a verdict gives (None: achieved, or about a subgoal of another plan)."""
+        if verdict.achieved or verdict.subgoal_id not in {s.id for s in self.plan}:
+            return None
+        return f"the verifier rejected the claim on {verdict.subgoal_id}: {verdict.evidence}"
+
+    def on_verdict(self, verdict: Verdict, observe: Observe) -> PlanDecision | None:
+        reason = self.rejection_reason(verdict)
+        return None if reason is None else self.replan(reason, False, observe)
+
+    def on_escalation(self, esc: Escalation, observe: Observe) -> PlanDecision | None:
+        if esc.plan_id and esc.plan_id != self.plan_id:
+            return None                 # about a plan already replaced
+        return self.replan(esc.reason, esc.exhausted, observe)
+
+    def replan(self, reason: str, exhausted: bool, observe: Observe) -> PlanDecision:
+        cfg = self.cfg
+        if not cfg.replan:
+            if exhausted:
+                return self._decision("gave_up", reason + " (replanning disabled)")
+            return self._decision("keep", reason)
+        if self.replans >= cfg.max_replans:
+            return self._decision("gave_up", f"replan limit {cfg.max_replans} reached; last: {reason}")
+        self.replans += 1
+        self.emit("replan", reason=reason)
+        self.progress(f"replan #{self.replans}: {reason[:120]}")
+        state, images = observe(f"replan {self.replans}")
+        plan, brain, priv = self._ask(state, images, reason)
+        return self._decide(plan, brain, priv, reason, "the planner failed safe on a replan")
+
+
+# -- execution --------------------------------------------------------------------------------------
+@dataclass
+class Proposal:
+    batch: dict | None                # the batch to execute (None: the Executor's answer was unusable)
+    escalate: Escalation | None = None
+    brain: str = ""
+    privileged: bool = False
+    error: str = ""
+    context: dict = field(default_factory=dict)
+
+
+@dataclass
+class AfterReport:
+    verify: bool = False              # the batch claims its subgoal: ask the Verifier
+    escalate: Escalation | None = None
+
+
+class ExecutorComponent:
+    """Tracks the plan and the current subgoal; proposes batches; decides what a report means."""
+
+    def __init__(self, executor, cfg: EpisodeConfig, context: Context, progress=None):
+        self.executor = executor        # roles.executor.Executor
+        self.cfg = cfg
+        self.ctx = context
+        self.progress = progress or _noop
+        self.plan: list[Subgoal] = []
+        self.plan_id = 0
+        self.idx = 0
+        self.fails = 0
+        self.last_report: dict | None = None
+        self.last_verdict: Verdict | None = None
+
+    @property
+    def subgoal(self) -> Subgoal | None:
+        return self.plan[self.idx] if self.idx < len(self.plan) else None
+
+    @property
+    def exhausted(self) -> bool:
+        return self.idx >= len(self.plan)
+
+    def on_plan(self, decision: PlanDecision) -> None:
+        """Apply the Planner's decision (``gave_up`` is the EpisodeBook's business)."""
+        if decision.kind == "plan":
+            self.plan, self.plan_id = list(decision.plan), decision.plan_id
+            self.idx, self.fails, self.last_verdict = 0, 0, None
+        elif decision.kind == "keep":
+            self.fails = 0
+
+    def _escalation(self, reason: str, exhausted: bool = False) -> Escalation:
+        sg = self.subgoal
+        return Escalation(reason, exhausted, self.plan_id, sg.id if sg else "")
+
+    def propose(self, state: dict, images: dict, batch_id: str) -> Proposal:
+        sg = self.subgoal
+        ctx = {**self.ctx.base(state, self.plan), "subgoal_id": sg.id, "subgoal": sg.description,
+               "criterion": sg.success_criterion, "last_report": brief_report(self.last_report),
+               "last_verdict": json.dumps(self.last_verdict.to_json()) if self.last_verdict else "none",
+               "batch_id": batch_id}
+        res = self.executor.propose(ctx, images)
+        if res.value is None:
+            self.fails += 1
+            self.progress(f"{sg.id} executor answer unusable: {res.error[:80]}")
+            esc = None
+            if self.fails >= self.cfg.max_failures_per_subgoal:
+                esc = self._escalation(f"the executor failed to give a usable batch {self.fails} times ({res.error})")
+            return Proposal(None, esc, res.brain, res.privileged, res.error, ctx)
+        batch = {**res.value, "batch_id": batch_id, "subgoal_id": sg.id}
+        return Proposal(batch, None, res.brain, res.privileged, "", ctx)
+
+    def on_report(self, report: dict) -> AfterReport:
+        self.last_report = report
+        if report["status"] == "done" and report.get("claims_done"):
+            return AfterReport(verify=True)
+        if report["status"] != "done":
+            self.fails += 1
+            if self.fails >= self.cfg.max_failures_per_subgoal:
+                return AfterReport(escalate=self._escalation(
+                    f"{self.fails} batches on {self.subgoal.id} failed; last: {report.get('reason', '')}"))
+        return AfterReport()
+
+    def on_verdict(self, verdict: Verdict) -> Escalation | None:
+        """Advance on an achieved subgoal; a rejection waits for the Planner's decision."""
+        self.last_verdict = verdict
+        if verdict.achieved:
+            self.idx, self.fails = self.idx + 1, 0
+            if self.exhausted:
+                return Escalation("every subgoal was verified but the task is not complete", True, self.plan_id,
+                                  verdict.subgoal_id)
+        return None
+
+
+class VerifierComponent:
+    """Verifies the claim in a report against the subgoal's success criterion."""
+
+    def __init__(self, verifier, cfg: EpisodeConfig, context: Context):
+        self.verifier = verifier        # roles.verifier.Verifier (unused when cfg.verifier is False)
+        self.cfg = cfg
+        self.ctx = context
+
+    @staticmethod
+    def wants(report: dict) -> bool:
+        return report["status"] == "done" and bool(report.get("claims_done"))
+
+    def verify(self, subgoal: Subgoal, plan: list[Subgoal], report: dict, state: dict, images: dict,
+               last_verdict: Verdict | None = None) -> Verdict:
+        if not self.cfg.verifier:
+            return Verdict(subgoal.id, True, "verifier disabled (ablation): claim accepted", "none")
+        ctx = {**self.ctx.base(state, plan), "subgoal_id": subgoal.id, "subgoal": subgoal.description,
+               "criterion": subgoal.success_criterion, "last_report": brief_report(report),
+               "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
+               "batch_id": report.get("batch_id", "")}
+        return self.verifier.verify(ctx, images)
+
+
+class MonitorComponent:
+    """Hands the Monitor a snapshot at every action boundary of the batch under way."""
+
+    def __init__(self, monitor, instruction: str):
+        self.monitor = monitor          # roles.monitor.Monitor
+        self.instruction = instruction
+        self._ctx: dict = {}
+        self._done: list = []
+
+    def begin(self, batch: dict, subgoal: Subgoal | None, token) -> None:
+        self._ctx = {"instruction": self.instruction, "subgoal_id": batch.get("subgoal_id", ""),
+                     "subgoal": subgoal.description if subgoal else "", "batch_id": batch.get("batch_id", ""),
+                     "batch": json.dumps(batch)}
+        self._done = []
+        self.monitor.watch(token)
+
+    @property
+    def batch_id(self) -> str:
+        """The batch being watched ("" when none)."""
+        return self._ctx.get("batch_id", "")
+
+    def command_end(self, data: dict, state: dict) -> None:
+        """``data``: the Controller's command_end event; ``state``: measured state at that boundary."""
+        if not self._ctx or data.get("batch_id") != self._ctx.get("batch_id"):
+            return
+        ctx = {**self._ctx, "state": state, "progress": json.dumps(self._done + [data]), "last_command": data}
+        self._done.append({"index": data["index"], "status": data["status"], "command": data["command"]})
+        self.monitor.offer(ctx)
+
+    def end(self) -> None:
+        self.monitor.unwatch()
+        self._ctx = {}
+
+
+class MemoryView:
+    """Memory's text as the roles read it, from ``memory`` messages (Memory runs elsewhere)."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.summary = "nothing yet"
+        self.facts: list[str] = []
+
+    def update(self, msg: dict) -> None:
+        self.summary = msg.get("summary", self.summary)
+        self.facts = list(msg.get("facts", []))[-10:]
+
+    def text(self) -> str:
+        if not self.enabled:
+            return "(memory disabled)"
+        return self.summary + "".join(f"\n- {f}" for f in self.facts)
+
+
+# -- bookkeeping --------------------------------------------------------------------------------------
+class EpisodeBook:
+    """Budgets and outcome: the loop head's checks, the counters, the result."""
+
+    def __init__(self, cfg: EpisodeConfig, clock: Callable[[], float] = time.monotonic, t0: float | None = None):
+        self.cfg = cfg
+        self.clock = clock
+        self.t0 = clock() if t0 is None else t0
+        self.batches = 0
+        self.replans = 0
+        self.verifier_rejections = 0
+        self.controller_rejections = 0
+        self.outcome = ""
+        self.reason = ""
+
+    @property
+    def over(self) -> bool:
+        return bool(self.outcome)
+
+    def finish(self, outcome: str, reason: str) -> None:
+        if not self.outcome:
+            self.outcome, self.reason = outcome, reason
+
+    def check(self, steps: int, success: bool, stop_reason: str = "") -> bool:
+        """Before each batch: True (and the outcome set) when the episode is over."""
+        cfg = self.cfg
+        budget = cfg.max_steps
+        if self.outcome:
+            return True
+        if success:
+            self.finish("success", "the task's success check holds")
+        elif stop_reason:
+            self.finish("stopped", stop_reason)
+        elif budget is not None and steps >= budget:
+            self.finish("step_budget", f"step budget of {budget} control steps used")
+        elif self.clock() - self.t0 > cfg.wall_budget_s:
+            self.finish("wall_budget", f"wall-clock budget of {cfg.wall_budget_s:g} s used")
+        elif self.batches >= cfg.max_batches:
+            self.finish("batch_budget", f"{cfg.max_batches} batches proposed")
+        return bool(self.outcome)
+
+    def next_batch_id(self) -> str:
+        self.batches += 1
+        return f"b{self.batches}"
+
+    def on_report(self, report: dict) -> bool:
+        """Count it; True when the report ends the episode (a fault)."""
+        if report["status"] == "rejected":
+            self.controller_rejections += 1
+        if report["status"] == "fault":
+            self.finish("fault", report.get("reason", ""))
+            return True
+        return False
+
+    def on_verdict(self, verdict: Verdict) -> None:
+        if not verdict.achieved:
+            self.verifier_rejections += 1
+
+    def plan_verified(self, has_success_check: bool, success: Callable[[], bool]) -> bool:
+        """Every subgoal of the plan was verified. On a robot without a privileged success check the
+        Verifier has the last word: the episode ends in success. In simulation the evaluator's check
+        decides. True: no replan (the episode ended, or the success check holds); False: escalate."""
+        if not has_success_check:
+            self.finish("success", "every subgoal verified (no privileged success check)")
+            return True
+        return bool(success())
+
+    def on_plan(self, decision: PlanDecision) -> bool:
+        """True when the decision ends the episode (the planner gave up)."""
+        self.replans = max(self.replans, decision.replans)
+        if decision.kind == "gave_up":
+            self.finish("gave_up", decision.reason)
+            return True
+        return False
+
+    def result(self, steps: int, brain: str, privileged: bool, plan: list[Subgoal], vlm_calls: int = 0,
+               vlm_s: float = 0.0, motion_s: float = 0.0) -> EpisodeResult:
+        return EpisodeResult(
+            success=self.outcome == "success", outcome=self.outcome, reason=self.reason, steps=steps,
+            wall_s=round(self.clock() - self.t0, 3), batches=self.batches, replans=self.replans,
+            verifier_rejections=self.verifier_rejections, controller_rejections=self.controller_rejections,
+            vlm_calls=vlm_calls, vlm_s=round(vlm_s, 3), motion_s=round(motion_s, 3), brain=brain,
+            privileged=privileged, plan=[asdict(s) for s in (plan or [])])

@@ -1,0 +1,21 @@
+"""The VLM skill diagnostic: which manipulation skills a VLM lacks, before it drives an arm.
+
+Three skills, asked as multiple-choice questions about frames of oracle rollouts on LIBERO tasks:
+
+    action       which next command makes progress on the current subgoal (4 options)
+    progress     how far along the current subgoal is (4 stage descriptions)
+    completion   is a subgoal, or the whole task, achieved now (yes / no)
+
+``motormind diagnose build`` makes a question set (``build.py``: rollouts -> moments with measured
+and privileged state -> questions; ground truth from privileged state, ``truth.py``);
+``motormind diagnose run --brain ...`` asks a brain through the same Role machinery the stack's
+roles use and scores it per skill and per suite (``score.py``). The set format is in
+``dataset.py`` and docs/diagnostic.md.
+
+Light to import: nothing here imports the simulator at module level.
+"""
+
+FORMAT = "motormind-diagnose-set"
+FORMAT_VERSION = 1                 # the on-disk layout of a question set (dataset.py)
+GENERATOR_VERSION = "1.0.0"        # the question generator: bump when the same seed gives other questions
+SKILLS = ("action", "progress", "completion")

@@ -1,0 +1,5 @@
+import sys
+
+from .nodes import main
+
+sys.exit(main())

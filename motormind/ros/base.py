@@ -1,0 +1,371 @@
+"""What every MotorMind node shares: parameters, QoS from the graph, JSON topics, a worker thread,
+heartbeats, the record-event stream, the observation cache and the brain. (rclpy: ROS 2 only.)"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+import traceback
+
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image
+from std_msgs.msg import Bool, String
+
+from .. import SCHEMA_VERSION
+from ..components import EpisodeConfig
+from ..mcap_record import dumps
+from ..profile import load_profile
+from . import graph
+
+COMMON_PARAMS = {
+    "profile": "libero_panda", "brain": "oracle", "vlm": "openai", "brain_script": "",
+    "heartbeat_period_s": 0.25, "image_wait_s": 2.0, "rpc_timeout_s": 60.0,
+    "max_steps": -1, "wall_budget_s": 900.0, "max_batches": 60, "max_replans": 6,
+    "max_failures_per_subgoal": 3, "images": True, "replan": True, "planner": True, "monitor": True,
+    "verifier": True, "memory": True,
+}
+
+
+def qos(topic: graph.Topic) -> QoSProfile:
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST, depth=topic.depth,
+        reliability=ReliabilityPolicy.RELIABLE if topic.reliable else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if topic.latched else DurabilityPolicy.VOLATILE)
+
+
+_TYPES = {"std_msgs/msg/String": String, "std_msgs/msg/Bool": Bool, "sensor_msgs/msg/Image": Image}
+
+
+def msg_type(name: str):
+    if name not in _TYPES:
+        if name == "sensor_msgs/msg/JointState":
+            from sensor_msgs.msg import JointState
+            _TYPES[name] = JointState
+        elif name == "geometry_msgs/msg/PoseStamped":
+            from geometry_msgs.msg import PoseStamped
+            _TYPES[name] = PoseStamped
+    return _TYPES[name]
+
+
+def stamp_s(stamp) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def image_from_msg(m) -> np.ndarray:
+    return np.frombuffer(bytes(m.data), dtype=np.uint8).reshape(m.height, m.width, 3).copy()
+
+
+class Worker:
+    """One thread that runs a node's jobs in order: decisions never race, callbacks never block."""
+
+    def __init__(self, name: str, log):
+        self.q: queue.Queue = queue.Queue()
+        self.log = log
+        self._t = threading.Thread(target=self._loop, name=f"motormind-{name}-worker", daemon=True)
+        self._t.start()
+
+    def put(self, fn, *args) -> None:
+        self.q.put((fn, args))
+
+    def _loop(self) -> None:
+        while True:
+            fn, args = self.q.get()
+            if fn is None:
+                return
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - a bad job is logged; the node goes on
+                self.log(f"error in {getattr(fn, '__name__', fn)}:\n{traceback.format_exc()}")
+
+    def close(self) -> None:
+        self.q.put((None, ()))
+
+
+class MotorMindNode(Node):
+    """A node of the graph: ``self.send(topic, obj)``, ``self.listen(topic, fn)`` with JSON payloads."""
+
+    role = "node"
+    extra_params: dict = {}
+
+    def __init__(self):
+        super().__init__(self.role)
+        for k, v in {**COMMON_PARAMS, **self.extra_params}.items():
+            self.declare_parameter(k, v)
+        self.profile = load_profile(self.p("profile"))
+        self.cfg = self.episode_config()
+        self._pubs: dict = {}
+        self._subs: list = []
+        self.worker = Worker(self.get_name(), self.log)
+        self.t0 = time.monotonic()
+        self._hb_seq = 0
+        self.clean_exit = False
+        self.create_timer(float(self.p("heartbeat_period_s")), self._heartbeat)
+
+    # -- parameters -----------------------------------------------------------------------------
+    def p(self, name: str):
+        return self.get_parameter(name).value
+
+    def episode_config(self) -> EpisodeConfig:
+        ms = int(self.p("max_steps"))
+        return EpisodeConfig(max_steps=None if ms < 0 else ms, wall_budget_s=float(self.p("wall_budget_s")),
+                             max_batches=int(self.p("max_batches")), max_replans=int(self.p("max_replans")),
+                             max_failures_per_subgoal=int(self.p("max_failures_per_subgoal")),
+                             images=bool(self.p("images")), replan=bool(self.p("replan")),
+                             planner=bool(self.p("planner")), monitor=bool(self.p("monitor")),
+                             verifier=bool(self.p("verifier")), memory=bool(self.p("memory")))
+
+    # -- topics ---------------------------------------------------------------------------------
+    def full(self, name: str) -> str:
+        return f"{graph.NAMESPACE}/{name}"
+
+    def publisher(self, name: str):
+        if name not in self._pubs:
+            t = graph.topic_spec(name)
+            self._pubs[name] = self.create_publisher(msg_type(t.type), self.full(name), qos(t))
+        return self._pubs[name]
+
+    def send(self, name: str, obj: dict) -> None:
+        """Publish a JSON message (schema_version added when missing)."""
+        obj = obj if "schema_version" in obj else {"schema_version": SCHEMA_VERSION, **obj}
+        self.publisher(name).publish(String(data=dumps(obj)))
+
+    def listen(self, name: str, fn, raw: bool = False) -> None:
+        """Subscribe; ``fn(dict)`` for JSON topics (bad JSON is logged and dropped), ``fn(msg)`` otherwise."""
+        t = graph.topic_spec(name)
+        if t.type == "std_msgs/msg/String" and not raw:
+            def cb(msg, fn=fn, name=name):
+                try:
+                    obj = json.loads(msg.data)
+                except ValueError as e:
+                    self.log(f"dropped a message on {name} that is not JSON: {e}")
+                    return
+                if isinstance(obj, dict):
+                    fn(obj)
+        else:
+            cb = fn
+        self._subs.append(self.create_subscription(msg_type(t.type), self.full(name), cb, qos(t)))
+
+    def _heartbeat(self) -> None:
+        self._hb_seq += 1
+        self.publisher("heartbeat").publish(String(data=json.dumps(
+            {"node": self.get_name(), "pid": os.getpid(), "seq": self._hb_seq})))
+
+    # -- records and logs -----------------------------------------------------------------------
+    def log(self, text: str) -> None:
+        print(text, flush=True)
+
+    def record(self, kind: str, **data) -> None:
+        """The node's record events (roles call this as their recorder): on /motormind/events."""
+        ev = {"t": round(time.monotonic() - self.t0, 4), "kind": kind, "node": self.get_name(), **data}
+        try:
+            self.send("events", {"schema_version": SCHEMA_VERSION, **ev})
+        except Exception as e:  # noqa: BLE001 - never let recording break a role
+            self.log(f"could not publish event {kind}: {e}")
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+class RemoteCall:
+    """Request/response over the two privileged topics (the evaluator's channel)."""
+
+    def __init__(self, node: MotorMindNode):
+        self.node = node
+        self._lock = threading.Lock()
+        self._waiting: dict = {}
+        self._n = 0
+        node.listen("privileged/response", self._on_response)
+
+    def _on_response(self, msg: dict) -> None:
+        with self._lock:
+            slot = self._waiting.get(msg.get("id"))
+        if slot is not None:
+            slot["msg"] = msg
+            slot["ev"].set()
+
+    def call(self, op: str, timeout: float, **payload) -> dict:
+        pub = self.node.publisher("privileged/request")
+        t_end = time.monotonic() + timeout
+        while pub.get_subscription_count() == 0:            # the Controller is not (yet) there
+            if time.monotonic() > t_end:
+                raise TimeoutError("no privileged service on /motormind/privileged/request "
+                                   "(the sim Controller hosts it)")
+            time.sleep(0.05)
+        with self._lock:
+            self._n += 1
+            rid = f"{self.node.get_name()}-{os.getpid()}-{self._n}"
+            slot = self._waiting[rid] = {"ev": threading.Event(), "msg": None}
+        req = {"schema_version": SCHEMA_VERSION, "id": rid, "op": op, "from": self.node.get_name(), **payload}
+        try:
+            while True:
+                self.node.send("privileged/request", req)   # resent if lost (the server de-duplicates)
+                if slot["ev"].wait(min(5.0, max(0.01, t_end - time.monotonic()))):
+                    break
+                if time.monotonic() > t_end:
+                    raise TimeoutError(f"privileged {op} call timed out after {timeout:g} s")
+        finally:
+            with self._lock:
+                self._waiting.pop(rid, None)
+        msg = slot["msg"]
+        if not msg.get("ok", False):
+            raise RuntimeError(f"privileged {op} failed: {msg.get('error')}")
+        return msg
+
+
+class RemoteOracleBrain:
+    """The oracle brain as seen from a node without the simulator: each request goes to the one
+    OracleBrain in the Controller's process (live privileged scene, one plan memory for all roles).
+    Only the role's structured context crosses; the answer is the oracle's JSON text. Labelled
+    ``oracle`` and privileged, like the in-process oracle."""
+
+    name = "oracle"
+    privileged = True
+
+    def __init__(self, rpc: RemoteCall, timeout: float):
+        self.rpc = rpc
+        self.timeout = timeout
+
+    def respond(self, req):
+        from ..brains.base import BrainReply
+        t0 = time.perf_counter()
+        msg = self.rpc.call("respond", self.timeout, role=req.role, prompt_name=req.prompt_name,
+                            context=req.context)
+        return BrainReply(msg["text"], msg.get("brain", "oracle"), time.perf_counter() - t0,
+                          privileged=True, meta={"transport": "ros2 privileged channel"})
+
+    def close(self) -> None:
+        pass
+
+
+def make_brain(node: MotorMindNode, rpc: RemoteCall | None):
+    kind = node.p("brain")
+    if kind == "oracle":
+        if rpc is None:
+            raise SystemExit("brain oracle: needs the privileged channel")
+        return RemoteOracleBrain(rpc, float(node.p("rpc_timeout_s")))
+    if kind == "scripted":
+        from ..brains.scripted import ScriptedBrain
+        path = node.p("brain_script")
+        if not path:
+            raise SystemExit("brain scripted: set brain_script to a JSON file {role: [answers]}")
+        with open(path) as fh:
+            return ScriptedBrain(json.load(fh))
+    if kind == "openai":
+        from ..brains.openai_brain import build_openai_brain
+        return build_openai_brain(node.p("vlm"), None, node.profile, (), node.record)
+    raise SystemExit(f"brain: unknown {kind!r} (oracle | openai | scripted)")
+
+
+class ObservationCache:
+    """What a role node knows of the robot: the measured state (from the Controller's progress
+    events and reports, in the roles' units, exactly as in-process) and the latest camera images."""
+
+    def __init__(self, node: MotorMindNode, images: bool):
+        self.node = node
+        self.want_images = images
+        self._cv = threading.Condition()
+        self.state: dict | None = None
+        self.images: dict = {}
+        self._image_t: dict = {}
+        self.batch_t = 0.0                 # wall time this node saw the last batch go out
+        self._cams: set = set()
+        node.listen("progress", self._on_progress)
+        node.listen("report", self._on_report)
+        node.listen("commands", self._on_commands)
+        if images:
+            node.create_timer(0.5, self._discover)
+
+    def _on_progress(self, msg: dict) -> None:
+        if isinstance(msg.get("state"), dict):
+            with self._cv:
+                self.state = msg["state"]
+                self._cv.notify_all()
+
+    def _on_report(self, msg: dict) -> None:
+        if isinstance(msg.get("end_state"), dict) and msg.get("end_state"):
+            with self._cv:
+                self.state = msg["end_state"]
+                self._cv.notify_all()
+
+    def _on_commands(self, _msg: dict) -> None:
+        with self._cv:
+            self.batch_t = time.time()
+
+    def _discover(self) -> None:
+        for name, _types in self.node.get_topic_names_and_types():
+            pre = f"{graph.NAMESPACE}/camera/"
+            if name.startswith(pre) and name.endswith("/image") and name not in self._cams:
+                self._cams.add(name)
+                cam = name[len(pre):-len("/image")]
+                self.node.listen(f"camera/{cam}/image", lambda m, cam=cam: self._on_image(cam, m))
+
+    def _on_image(self, cam: str, m) -> None:
+        try:
+            img = image_from_msg(m)
+        except ValueError:
+            return
+        with self._cv:
+            self.images[cam] = img
+            self._image_t[cam] = stamp_s(m.header.stamp)
+            self._cv.notify_all()
+
+    def wait_state(self, timeout: float = 30.0) -> dict | None:
+        with self._cv:
+            self._cv.wait_for(lambda: self.state is not None, timeout)
+            return self.state
+
+    def look(self, label: str = "", after: float | None = None) -> tuple[dict, dict]:
+        """(state, images) now; images newer than ``after`` (default: the last batch) when they come
+        within image_wait_s, else the latest ones."""
+        state = self.wait_state()
+        if not self.want_images:
+            return state or {}, {}
+        after = self.batch_t if after is None else after
+        wait = float(self.node.p("image_wait_s"))
+        with self._cv:
+            self._cv.wait_for(lambda: self.images and all(t > after for t in self._image_t.values()), wait)
+            return self.state or state or {}, dict(self.images)
+
+
+def spin(node_cls) -> int:
+    """Run one node until SIGINT/SIGTERM; exit code from ``node.exit_code``."""
+    import signal
+    rclpy.init()
+    node = ex = None
+    try:
+        node = node_cls()
+        stop = threading.Event()
+
+        def on_signal(signum, _frame):
+            stop.set()
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        from rclpy.executors import MultiThreadedExecutor
+        ex = MultiThreadedExecutor(num_threads=3)
+        ex.add_node(node)
+        while not stop.is_set() and getattr(node, "exit_code", None) is None and rclpy.ok():
+            ex.spin_once(timeout_sec=0.1)
+        node.clean_exit = True          # asked to stop, or done: not a crash
+        return int(node.exit_code or 0)
+    except SystemExit as e:
+        msg = e.code if isinstance(e.code, str) else ""
+        if msg:
+            print(f"error: {msg}", flush=True)
+            return 2
+        return int(e.code or 0)
+    finally:
+        if node is not None:
+            try:
+                node.close()
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+            if ex is not None:
+                ex.shutdown(timeout_sec=2.0)
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()

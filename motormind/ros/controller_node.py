@@ -1,0 +1,378 @@
+"""The Controller node: the only node that owns the robot.
+
+A thin wrapper over ``motormind.controller.Controller``: batches from ``commands`` run one at a time
+on a worker thread; ``cancel`` sets the batch's CancelToken (honoured at the next action boundary);
+``estop`` (latched Bool) stops at once, mid-command; the ``stop`` / ``reset`` services stop and
+clear. It publishes the measured state (JointState, PoseStamped), camera images after every batch,
+action-boundary ``progress`` events and the ``report``.
+
+Safety around the transport:
+* Watchdog: the nodes that feed it (``watchdog_nodes``) send heartbeats; one silent for longer than
+  ``watchdog_timeout_s`` stops the robot (latched like an e-stop) and a ``report`` says so.
+* A Controller that restarts after an unclean exit (a restart marker left behind) comes up
+  stopped, and stays stopped until ``reset``. Batches are never latched, so nothing is replayed.
+* In simulation it also answers the privileged channel (the oracle brain and the success check):
+  evaluator-only, next to the simulator, so no privileged state goes on the wire except the
+  oracle's answers.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+from std_srvs.srv import Trigger
+
+from .. import SCHEMA_VERSION
+from ..controller import CancelToken, Controller, Report
+from ..mcap_record import image_msg, joint_state_msg, pose_msg
+from .base import MotorMindNode, msg_type, spin
+
+
+def _restart_marker(state_dir: str) -> Path:
+    root = Path(state_dir) if state_dir else Path(os.environ.get("ROS_HOME", Path.home() / ".ros")) / "motormind"
+    dom = os.environ.get("ROS_DOMAIN_ID", "0")
+    return root / f"controller-domain{dom}.running"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def build_robot(node) -> object:
+    backend = node.p("backend")
+    if backend == "libero":
+        from ..sim.libero_pro.backend import LiberoRobot
+        return LiberoRobot(node.p("suite"), int(node.p("task")), int(node.p("init_state")), seed=int(node.p("seed")),
+                           image_size=int(node.p("image_size")),
+                           max_env_steps=None if int(node.p("max_steps")) < 0 else int(node.p("max_steps")))
+    if backend == "fake":
+        from ..robots.fake import FakeRobot
+        return FakeRobot(node.profile, realtime=bool(node.p("fake_realtime")))
+    if backend == "xarm6":
+        from ..robots.xarm6 import XArm6Robot
+        ip = node.p("robot_ip")
+        if not ip:
+            raise SystemExit("robot_ip: required for the xArm6 (robot_ip:=192.168.1.222)")
+        cams = {}
+        for item in filter(None, (s.strip() for s in str(node.p("cameras")).split(","))):
+            name, _, src = item.partition("=")
+            cams[name if src else f"cam{len(cams)}"] = src or name
+        return XArm6Robot(ip, node.profile, command_port=int(node.p("command_port")), cameras=cams or None)
+    raise SystemExit(f"backend: unknown {backend!r} (libero | xarm6 | fake)")
+
+
+class ControllerNode(MotorMindNode):
+    role = "controller"
+    extra_params = {
+        "backend": "libero", "suite": "libero_spatial", "task": 0, "init_state": 0, "seed": 0, "image_size": 128,
+        "robot_ip": "", "command_port": 502, "cameras": "", "fake_realtime": True, "state_rate_hz": 10.0,
+        "image_rate_hz": 0.0, "publish_task": True, "privileged_service": True,
+        "watchdog_nodes": ["executor", "monitor"], "watchdog_timeout_s": 2.0, "state_dir": "", "image_repeat_s": 1.0,
+    }
+
+    def __init__(self):
+        super().__init__()
+        self.exit_code = None
+        self._marker = _restart_marker(self.p("state_dir"))
+        restarted = self._check_marker()
+        try:
+            self.robot = build_robot(self)
+        except BaseException:
+            self._marker.unlink(missing_ok=True)   # never started: not a restart
+            raise
+        self.controller = Controller(self.robot, self.profile, on_event=self._on_event)
+        self._queue: queue.Queue = queue.Queue()
+        self._tokens: dict[str, CancelToken] = {}
+        self._early_cancels: dict[str, tuple] = {}
+        self._tok_lock = threading.Lock()
+        self._estop_held = False
+        self._heard: dict[str, float] = {}
+        self._tripped: set = set()
+        self._wd_nodes = [str(n) for n in self.p("watchdog_nodes") or [] if str(n)]
+        self._wd_timeout = float(self.p("watchdog_timeout_s"))
+        self._oracle = None
+        self._answered: dict = {}
+        self.listen("commands", self._on_commands)
+        self.listen("cancel", self._on_cancel)
+        self.listen("estop", self._on_estop)
+        self.listen("heartbeat", self._on_heartbeat)
+        self.create_service(Trigger, self.full("reset"), self._srv_reset)
+        self.create_service(Trigger, self.full("stop"), self._srv_stop)
+        rate = float(self.p("state_rate_hz"))
+        if rate > 0:
+            self.create_timer(1.0 / rate, self._publish_state)
+        irate = float(self.p("image_rate_hz"))
+        if irate > 0:
+            self.create_timer(1.0 / irate, self._publish_images)
+        self._last_images: list = []
+        if float(self.p("image_repeat_s")) > 0:
+            self.create_timer(float(self.p("image_repeat_s")), self._repeat_images)
+        self.create_timer(0.1, self._watchdog)
+        if self.p("privileged_service") and hasattr(self.robot, "scene"):
+            self._priv_q: queue.Queue = queue.Queue()
+            self.listen("privileged/request", self._on_priv_request)
+            threading.Thread(target=self._priv_loop, name="motormind-privileged", daemon=True).start()
+        self._batch_thread = threading.Thread(target=self._batch_loop, name="motormind-batches", daemon=True)
+        self._batch_thread.start()
+        if restarted:
+            self.controller.emergency_stop(restarted)
+            threading.Thread(target=self._notice_when_heard, args=("stopped", restarted, "controller"),
+                             daemon=True).start()
+        self._publish_images()
+        self._idle()
+        if self.p("publish_task") and hasattr(self.robot, "language_instruction"):
+            self.send("task", {"instruction": self.robot.language_instruction, "source": "benchmark",
+                               "suite": self.p("suite"), "task": int(self.p("task")),
+                               "init_state": int(self.p("init_state"))})
+        self.log(f"controller ready: backend {self.p('backend')}, profile {self.profile.name}, "
+                 f"watchdog {self._wd_nodes} after {self._wd_timeout:g} s"
+                 + (" - STOPPED (restart); call reset" if restarted else ""))
+
+    # -- restart marker -------------------------------------------------------------------------
+    def _check_marker(self) -> str:
+        m = self._marker
+        why = ""
+        if m.exists():
+            try:
+                pid = int(m.read_text().split()[0])
+            except (ValueError, IndexError, OSError):
+                pid = -1
+            if pid > 0 and pid != os.getpid() and _pid_alive(pid):
+                raise SystemExit(f"another Controller (pid {pid}) runs on this domain; only one may own the robot")
+            why = (f"restarted after an unclean exit (previous pid {pid}): stopped until reset")
+        m.parent.mkdir(parents=True, exist_ok=True)
+        m.write_text(f"{os.getpid()}\n")
+        return why
+
+    # -- callbacks (executor thread: quick) -------------------------------------------------------
+    def _on_commands(self, batch: dict) -> None:
+        bid = str(batch.get("batch_id", ""))
+        tok = CancelToken()
+        with self._tok_lock:
+            early = self._early_cancels.pop(bid, None)
+            self._tokens[bid] = tok
+        if early:
+            tok.cancel(*early)
+        self._queue.put((batch, tok))
+
+    def _on_cancel(self, msg: dict) -> None:
+        bid = str(msg.get("batch_id", "") or "")
+        reason = str(msg.get("reason", "") or "cancel requested")
+        source = str(msg.get("source", "") or "operator")
+        with self._tok_lock:
+            targets = list(self._tokens.values()) if bid in ("", "*") else (
+                [self._tokens[bid]] if bid in self._tokens else [])
+            if not targets and bid not in ("", "*"):
+                self._early_cancels[bid] = (reason, source)     # a cancel may overtake its batch
+                while len(self._early_cancels) > 64:
+                    self._early_cancels.pop(next(iter(self._early_cancels)))
+        for t in targets:
+            t.cancel(reason, source)
+        if targets:
+            self.log(f"cancel {bid or '(current)'} from {source}: {reason}")
+
+    def _on_estop(self, msg) -> None:
+        self._estop_held = bool(msg.data)
+        if msg.data and not self.controller.estopped:
+            self.controller.emergency_stop("estop topic")
+            self.log("EMERGENCY STOP (estop topic)")
+            self._notice("stopped", "emergency stop (estop topic)", "estop")
+
+    def _on_heartbeat(self, msg: dict) -> None:
+        self._heard[str(msg.get("node", ""))] = time.monotonic()
+
+    def _watchdog(self) -> None:
+        now = time.monotonic()
+        for n in self._wd_nodes:
+            t = self._heard.get(n)
+            if t is None or n in self._tripped:
+                continue                      # armed once heard; tripped until reset
+            if now - t > self._wd_timeout:
+                self._tripped.add(n)
+                why = f"watchdog: {n} silent for {now - t:.1f} s (timeout {self._wd_timeout:g} s)"
+                self.controller.emergency_stop(why)
+                self.log(f"STOP - {why}")
+                self._notice("stopped", why, "watchdog")
+
+    def _srv_stop(self, _req, resp):
+        self.controller.emergency_stop("stop service")
+        self._notice("stopped", "stop service", "operator")
+        resp.success, resp.message = True, "stopped (latched until reset)"
+        return resp
+
+    def _srv_reset(self, _req, resp):
+        if self._estop_held:
+            resp.success, resp.message = False, "the estop topic still holds true; release it first"
+            return resp
+        self.controller.reset_estop()
+        for n in self._tripped:
+            self._heard.pop(n, None)          # re-armed when heard again
+        self._tripped.clear()
+        self._notice("ready", "reset", "operator")
+        self._idle()
+        resp.success, resp.message = True, "ready"
+        return resp
+
+    # -- publishing -------------------------------------------------------------------------------
+    def _notice(self, status: str, reason: str, source: str) -> None:
+        """A Controller notice on the report topic (no batch): stopped / ready."""
+        try:
+            st = self.robot.observe().state_dict()
+        except Exception:  # noqa: BLE001 - a faulted robot may not answer
+            st = {}
+        self.send("report", {"schema_version": SCHEMA_VERSION, "batch_id": "", "subgoal_id": "", "status": status,
+                             "reason": reason, "claims_done": False, "estop": self.controller.estopped,
+                             "source": source, "results": [], "start_state": st, "end_state": st,
+                             "duration_s": 0.0, "steps": 0})
+
+    def _notice_when_heard(self, status: str, reason: str, source: str, timeout: float = 15.0) -> None:
+        """A notice at start-up: once someone listens on the report topic (it is not latched)."""
+        pub, t_end = self.publisher("report"), time.monotonic() + timeout
+        while pub.get_subscription_count() == 0 and time.monotonic() < t_end:
+            time.sleep(0.05)
+        time.sleep(0.2)                       # matched both ways
+        self._notice(status, reason, source)
+
+    def _on_event(self, kind: str, data: dict) -> None:
+        if kind == "command_start":
+            self.send("progress", {"event": kind, **data})
+        elif kind == "command_end":
+            self.send("progress", {"event": kind, **data, "state": self.robot.observe().state_dict()})
+
+    def _idle(self) -> None:
+        try:
+            self.send("progress", {"event": "idle", "state": self.robot.observe().state_dict(),
+                                   "stopped": self.controller.estop_reason if self.controller.estopped else ""})
+        except Exception as e:  # noqa: BLE001
+            self.log(f"observe failed: {e}")
+
+    def _publish_state(self) -> None:
+        try:
+            st = self.robot.observe().state_dict()
+        except Exception:  # noqa: BLE001
+            return
+        t_ns = self.get_clock().now().nanoseconds
+        js, ps = joint_state_msg(st, t_ns), pose_msg(st, t_ns)
+        m = msg_type("sensor_msgs/msg/JointState")()
+        m.header.stamp.sec, m.header.stamp.nanosec = js["header"]["stamp"]["sec"], js["header"]["stamp"]["nanosec"]
+        m.header.frame_id = "base"
+        m.name, m.position = js["name"], js["position"]
+        self.publisher("state").publish(m)
+        pm = msg_type("geometry_msgs/msg/PoseStamped")()
+        pm.header = m.header
+        pos, ori = ps["pose"]["position"], ps["pose"]["orientation"]
+        pm.pose.position.x, pm.pose.position.y, pm.pose.position.z = pos["x"], pos["y"], pos["z"]
+        pm.pose.orientation.x, pm.pose.orientation.y = ori["x"], ori["y"]
+        pm.pose.orientation.z, pm.pose.orientation.w = ori["z"], ori["w"]
+        self.publisher("eef_pose").publish(pm)
+
+    def _publish_images(self) -> None:
+        if not self.robot.camera_names or not self.p("images"):
+            return
+        try:
+            imgs = self.robot.observe(images=True).images
+        except Exception as e:  # noqa: BLE001
+            self.log(f"render failed: {e}")
+            return
+        t_ns = self.get_clock().now().nanoseconds
+        out = []
+        for name, img in imgs.items():
+            d = image_msg(img, t_ns, name)
+            m = msg_type("sensor_msgs/msg/Image")()
+            m.header.stamp.sec, m.header.stamp.nanosec = d["header"]["stamp"]["sec"], d["header"]["stamp"]["nanosec"]
+            m.header.frame_id = name
+            m.height, m.width, m.encoding, m.is_bigendian, m.step = d["height"], d["width"], "rgb8", 0, d["step"]
+            m.data = d["data"]
+            self.publisher(f"camera/{name}/image").publish(m)
+            out.append((name, m))
+        self._last_images = out
+
+    def _repeat_images(self) -> None:
+        """Best effort cannot be latched: the last frames again (same stamps) for late subscribers."""
+        if self.controller.current is None:
+            for name, m in list(self._last_images):
+                self.publisher(f"camera/{name}/image").publish(m)
+
+    # -- batches (worker thread) ------------------------------------------------------------------
+    def _batch_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch, tok = item
+            bid = str(batch.get("batch_id", ""))
+            try:
+                rep: Report = self.controller.run(batch, tok, source="executor")
+                d = rep.to_json()
+            except Exception as e:  # noqa: BLE001 - a robot error is reported, never swallowed
+                self.log(f"batch {bid} failed: {e}")
+                d = {"schema_version": SCHEMA_VERSION, "batch_id": bid, "subgoal_id": batch.get("subgoal_id", ""),
+                     "status": "fault", "reason": f"{type(e).__name__}: {e}", "claims_done": False,
+                     "estop": self.controller.estopped, "source": "controller", "results": [],
+                     "start_state": {}, "end_state": {}, "duration_s": 0.0, "steps": 0}
+            finally:
+                with self._tok_lock:
+                    self._tokens.pop(bid, None)
+            self._publish_images()           # images after the batch go out before its report
+            self._idle()
+            self.send("report", d)
+            self.log(f"{bid} {d['status']}" + (f" - {d['reason']}" if d.get("reason") else ""))
+
+    # -- the privileged channel (simulation, evaluator only) ------------------------------------------
+    def _on_priv_request(self, msg: dict) -> None:
+        self._priv_q.put(msg)
+
+    def _priv_loop(self) -> None:
+        from ..brains.base import BrainRequest
+        from ..brains.oracle import OracleBrain
+        while True:
+            msg = self._priv_q.get()
+            rid = msg.get("id")
+            if rid in self._answered:                 # a resent request: the same answer again
+                self.send("privileged/response", self._answered[rid])
+                continue
+            try:
+                if msg.get("op") == "respond":
+                    if self._oracle is None:
+                        self._oracle = OracleBrain(self.robot.scene(), self.profile)
+                    req = BrainRequest(msg["role"], msg.get("prompt_name", msg["role"]), "", "", {}, {},
+                                       msg.get("context") or {})
+                    rep = self._oracle.respond(req)
+                    out = {"id": rid, "ok": True, "text": rep.text, "brain": rep.brain, "privileged": True}
+                elif msg.get("op") == "evaluate":
+                    r = self.robot
+                    out = {"id": rid, "ok": True, "success": bool(r.success()), "steps": int(r.steps_used),
+                           "budget": int(r.budget), "privileged": True}
+                else:
+                    out = {"id": rid, "ok": False, "error": f"unknown op {msg.get('op')!r}"}
+            except Exception as e:  # noqa: BLE001
+                out = {"id": rid, "ok": False, "error": f"{type(e).__name__}: {e}"}
+            self._answered[rid] = out
+            while len(self._answered) > 256:
+                self._answered.pop(next(iter(self._answered)))
+            self.send("privileged/response", out)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        try:
+            self.robot.stop()
+        finally:
+            try:
+                self.robot.close()
+            finally:
+                if self.clean_exit:                # the next start is a fresh one, not a restart
+                    self._marker.unlink(missing_ok=True)
+                super().close()
+
+
+def main(argv=None) -> int:
+    return spin(ControllerNode)

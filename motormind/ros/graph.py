@@ -1,0 +1,215 @@
+"""The MotorMind ROS 2 graph as data: topics and their QoS, the nodes of each setup, their
+parameters and the launch arguments. The one source of truth for ``launch/*.launch.py`` (real ROS 2
+launch files) and ``motormind launch`` (separate processes without the ros2 CLI).
+
+Pure Python: nothing here imports rclpy, so the CLI and the launch files can read it anywhere.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NAMESPACE = "/motormind"
+PACKAGE = "motormind"
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str                  # relative to the namespace
+    type: str                  # ROS 2 type, e.g. std_msgs/msg/String
+    reliable: bool = True
+    latched: bool = False      # transient local: a late subscriber gets the last message(s)
+    depth: int = 10
+    why: str = ""
+
+
+# QoS per topic (docs/ros2.md explains each choice)
+TOPICS = {t.name: t for t in [
+    Topic("task", "std_msgs/msg/String", True, True, 1, "the current task; latched so a late Planner gets it"),
+    Topic("plan", "std_msgs/msg/String", True, True, 1, "the Planner's last decision; latched for late joiners"),
+    Topic("commands", "std_msgs/msg/String", True, False, 10,
+          "batches; reliable, never latched: a restarted Controller must not replay an old batch"),
+    Topic("report", "std_msgs/msg/String", True, False, 10, "execution reports and Controller stop notices"),
+    Topic("cancel", "std_msgs/msg/String", True, False, 10, "cancel requests; reliable: a lost cancel is unsafe"),
+    Topic("estop", "std_msgs/msg/Bool", True, True, 1,
+          "emergency stop; reliable and latched: a Controller that starts later still sees it"),
+    Topic("verdict", "std_msgs/msg/String", True, False, 10, "Verifier verdicts"),
+    Topic("escalation", "std_msgs/msg/String", True, False, 10, "Executor -> Planner: replan requests"),
+    Topic("memory", "std_msgs/msg/String", True, True, 1, "Memory's summary; latched"),
+    Topic("progress", "std_msgs/msg/String", True, True, 10,
+          "Controller action-boundary events with the measured state (Monitor, state for prompts)"),
+    Topic("events", "std_msgs/msg/String", True, False, 100, "record events (vlm_call, role_failed, ...)"),
+    Topic("episode", "std_msgs/msg/String", True, True, 1, "episode start/end with the result; latched"),
+    Topic("heartbeat", "std_msgs/msg/String", False, False, 10, "liveness for the Controller's watchdog"),
+    Topic("state", "sensor_msgs/msg/JointState", False, False, 5, "measured joints (sensor data: best effort)"),
+    Topic("eef_pose", "geometry_msgs/msg/PoseStamped", False, False, 5, "measured end-effector pose"),
+    Topic("privileged/request", "std_msgs/msg/String", True, False, 10,
+          "EVALUATOR ONLY: oracle brain calls and the success check, answered next to the simulator"),
+    Topic("privileged/response", "std_msgs/msg/String", True, False, 10, "EVALUATOR ONLY: the answers"),
+]}
+IMAGE_TOPIC = Topic("camera/{name}/image", "sensor_msgs/msg/Image", False, False, 1,
+                    "camera images; best effort (a late frame is useless); the Controller repeats the last "
+                    "frames every image_repeat_s for late joiners (best effort cannot be latched)")
+SERVICES = {"reset": "std_srvs/srv/Trigger", "stop": "std_srvs/srv/Trigger"}
+
+
+def topic_spec(name: str) -> Topic:
+    if name.startswith("camera/"):
+        return Topic(name, IMAGE_TOPIC.type, IMAGE_TOPIC.reliable, IMAGE_TOPIC.latched, IMAGE_TOPIC.depth,
+                     IMAGE_TOPIC.why)
+    return TOPICS[name]
+
+
+# -- parameters -------------------------------------------------------------------------------------
+ROLES = ("controller", "planner", "executor", "verifier", "monitor", "memory", "recorder")
+EXECUTABLES = {r: f"motormind-{r}" for r in ROLES}     # console scripts, installed under lib/motormind
+
+
+def params_file() -> Path:
+    """The one parameter file: share/motormind/config/motormind.yaml in a ROS 2 workspace, else the
+    packaged copy (the same file)."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        p = Path(get_package_share_directory(PACKAGE)) / "config" / "motormind.yaml"
+        if p.is_file():
+            return p
+    except Exception:  # noqa: BLE001 - not in an ament workspace
+        pass
+    from ..paths import config_dir
+    return config_dir() / "ros" / "motormind.yaml"
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    default: str
+    help: str
+    kind: type = str
+
+
+SHARED_ARGS = [
+    Arg("config", "", "parameter file (default: the installed config/motormind.yaml)"),
+    Arg("record", "", "write the episode to this MCAP file (empty: no recording)"),
+    Arg("vlm", "openai", "with brain:=openai, the VLM config (configs/vlm/NAME.yaml or a path)"),
+]
+ARGS = {
+    "sim": [Arg("suite", "libero_spatial", "LIBERO-PRO suite"), Arg("task", "0", "task index", int),
+            Arg("init_state", "0", "init state index", int), Arg("seed", "0", "env seed", int),
+            Arg("brain", "oracle", "oracle (privileged) | openai | scripted"),
+            Arg("brain_script", "", "with brain:=scripted, a JSON file {role: [answers]}"),
+            Arg("exit_on_end", "true", "stop everything when the episode ends (exit code 0 on success)", bool),
+            *SHARED_ARGS],
+    "xarm6": [Arg("robot_ip", "", "the xArm6 controller's IPv4 address (required)"),
+              Arg("camera", "", "cameras, name=source[,name=source]: a device index, path or URL"),
+              Arg("command_port", "502", "the controller's command port (the emulator may use another)", int),
+              Arg("brain", "openai", "openai | scripted"),
+              Arg("brain_script", "", "with brain:=scripted, a JSON file {role: [answers]}"),
+              Arg("instruction", "", "the task (else publish one on /motormind/task)"),
+              Arg("exit_on_end", "false", "stop everything when the episode ends", bool),
+              *SHARED_ARGS],
+    "fake": [Arg("brain", "scripted", "scripted | openai"),
+             Arg("brain_script", "", "with brain:=scripted, a JSON file {role: [answers]}"),
+             Arg("instruction", "", "the task (else publish one on /motormind/task)"),
+             Arg("exit_on_end", "false", "stop everything when the episode ends", bool),
+             *SHARED_ARGS],
+}
+SETUPS = tuple(ARGS)
+
+
+def _bool(v) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {v!r}")
+
+
+def resolve_args(setup: str, given: dict | None = None) -> dict:
+    """Launch argument values (strings, as a launch file or a command line gives them) -> typed."""
+    if setup not in ARGS:
+        raise ValueError(f"unknown setup {setup!r} (one of {', '.join(SETUPS)})")
+    given = dict(given or {})
+    specs = {a.name: a for a in ARGS[setup]}
+    unknown = sorted(set(given) - set(specs))
+    if unknown:
+        raise ValueError(f"unknown argument(s) for {setup}: {', '.join(unknown)} "
+                         f"(known: {', '.join(specs)})")
+    out = {}
+    for name, a in specs.items():
+        v = given.get(name, a.default)
+        try:
+            out[name] = _bool(v) if a.kind is bool else a.kind(v)
+        except ValueError as e:
+            raise ValueError(f"argument {name}: {e}") from None
+    return out
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    role: str
+    params: dict = field(default_factory=dict)       # overrides of the parameter file
+    respawn: bool = False
+    respawn_delay_s: float = 1.0
+    exit_ends_launch: bool = False                   # its exit stops the whole launch
+
+    @property
+    def executable(self) -> str:
+        return EXECUTABLES[self.role]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "role": self.role, "executable": self.executable, "params": self.params,
+                "respawn": self.respawn, "respawn_delay_s": self.respawn_delay_s,
+                "exit_ends_launch": self.exit_ends_launch}
+
+
+def nodes(setup: str, given: dict | None = None) -> tuple[list[NodeSpec], Path]:
+    """The nodes of a setup with their parameter overrides, and the parameter file they all read."""
+    a = resolve_args(setup, given)
+    cfg = Path(a["config"]) if a["config"] else params_file()
+    brain = {"brain": a["brain"], "brain_script": a["brain_script"], "vlm": a["vlm"]}
+    if setup == "sim":
+        ctrl = {"backend": "libero", "profile": "libero_panda", "suite": a["suite"], "task": a["task"],
+                "init_state": a["init_state"], "seed": a["seed"], "publish_task": True, "privileged_service": True}
+        common = {**brain, "profile": "libero_panda"}
+        executor = {"privileged_evaluator": True, "exit_on_end": a["exit_on_end"]}
+        planner = {}
+    elif setup == "xarm6":
+        ctrl = {"backend": "xarm6", "profile": "xarm6", "robot_ip": a["robot_ip"], "cameras": a["camera"],
+                "command_port": a["command_port"], "publish_task": False, "privileged_service": False}
+        common = {**brain, "profile": "xarm6"}
+        executor = {"privileged_evaluator": False, "exit_on_end": a["exit_on_end"]}
+        planner = {"instruction": a["instruction"]}
+    else:
+        ctrl = {"backend": "fake", "profile": "fake", "publish_task": False, "privileged_service": False}
+        common = {**brain, "profile": "fake"}
+        executor = {"privileged_evaluator": False, "exit_on_end": a["exit_on_end"]}
+        planner = {"instruction": a["instruction"]}
+    out = [
+        # the only node that owns the robot; a restarted Controller comes up stopped (docs/ros2.md)
+        NodeSpec("controller", "controller", {**ctrl, "profile": common["profile"]}, respawn=True),
+        NodeSpec("planner", "planner", {**common, **planner}),
+        NodeSpec("executor", "executor", {**common, **executor}, exit_ends_launch=bool(a["exit_on_end"])),
+        NodeSpec("verifier", "verifier", dict(common)),
+        NodeSpec("monitor", "monitor", dict(common)),
+        NodeSpec("memory", "memory", dict(common)),
+    ]
+    if a["record"]:
+        out.append(NodeSpec("recorder", "recorder", {"path": str(Path(a["record"]).absolute()),
+                                                     "profile": common["profile"]}))
+    return out, cfg
+
+
+def ros_env(domain_id: int | None = None, localhost: bool = True) -> dict:
+    """Environment for the node processes: a domain and loopback-only discovery."""
+    env = {}
+    if domain_id is not None:
+        env["ROS_DOMAIN_ID"] = str(int(domain_id))
+    if localhost:
+        env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.setdefault("RMW_IMPLEMENTATION", os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp"))
+    return env

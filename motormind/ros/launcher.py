@@ -1,0 +1,210 @@
+"""``motormind launch``: the nodes of a setup as separate processes, without the ros2 CLI.
+
+The node list, parameter file and overrides come from ``graph.nodes`` - the same call the launch
+files make - so both start the same nodes with the same parameters. Each node runs as
+``python -m motormind.ros ROLE --ros-args -r __node:=NAME -r __ns:=/motormind --params-file FILE
+-p key:=value ...``, exactly the arguments ``ros2 launch`` gives the installed executable.
+
+* Logs: every line of a node's output is printed prefixed with ``[name]``.
+* Ctrl-C (SIGINT) or SIGTERM: every node gets SIGINT, then SIGTERM after ``grace_s``, then SIGKILL.
+* A node that dies is reported with its exit code or signal. A node with ``respawn`` (the
+  Controller) is started again after its delay - and a restarted Controller comes up stopped -
+  unless it exited with code 2 (it refused to start: a configuration error).
+* A node with ``exit_ends_launch`` (the Executor with exit_on_end) ends the launch when it exits;
+  the launch exits with its code.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from . import graph
+
+
+def overrides_yaml(spec: graph.NodeSpec) -> str:
+    """A node's parameter overrides as a parameter file keyed by its full name - what launch_ros
+    writes for a Node's ``parameters=[dict]`` (a later --params-file wins over the config's values)."""
+    return yaml.safe_dump({f"{graph.NAMESPACE}/{spec.name}": {"ros__parameters": spec.params}},
+                          default_flow_style=False, sort_keys=True)
+
+
+def node_argv(spec: graph.NodeSpec, params_file: Path, overrides_file: Path, python: str = sys.executable) -> list[str]:
+    return [python, "-u", "-m", "motormind.ros", spec.role, "--ros-args",
+            "-r", f"__node:={spec.name}", "-r", f"__ns:={graph.NAMESPACE}",
+            "--params-file", str(params_file), "--params-file", str(overrides_file)]
+
+
+def parse_node_argv(argv: list[str]) -> dict:
+    """The inverse of ``node_argv`` (tests): role, name, namespace, parameter files, overrides."""
+    i = argv.index("--ros-args")
+    out = {"role": argv[i - 1], "params_files": [], "params": {}}
+    rest = argv[i + 1:]
+    for k, a in enumerate(rest):
+        if a == "-r":
+            key, _, val = rest[k + 1].partition(":=")
+            out["name" if key == "__node" else "namespace"] = val
+        elif a == "--params-file":
+            out["params_files"].append(rest[k + 1])
+    fqn = f"{out['namespace']}/{out['name']}"
+    for f in out["params_files"][1:]:
+        doc = yaml.safe_load(Path(f).read_text()) or {}
+        out["params"].update((doc.get(fqn) or {}).get("ros__parameters", {}))
+    return out
+
+
+class Proc:
+    def __init__(self, spec: graph.NodeSpec, argv: list[str]):
+        self.spec, self.argv = spec, argv
+        self.popen: subprocess.Popen | None = None
+        self.starts = 0
+        self.reader: threading.Thread | None = None
+
+
+class Launcher:
+    def __init__(self, setup: str, args: dict | None = None, env: dict | None = None, out=None,
+                 grace_s: float = 8.0, respawn: bool = True):
+        self.setup = setup
+        self.specs, self.params_file = graph.nodes(setup, args)
+        self.env = {**os.environ, **(env or {})}
+        self.out = out or sys.stdout
+        self.grace_s = grace_s
+        self.respawn = respawn
+        import tempfile
+        self.tmp = Path(tempfile.mkdtemp(prefix="motormind-launch-"))
+        self.procs = []
+        for sp in self.specs:
+            ov = self.tmp / f"{sp.name}.params.yaml"
+            ov.write_text(overrides_yaml(sp))
+            self.procs.append(Proc(sp, node_argv(sp, self.params_file, ov)))
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.deaths: list[dict] = []
+        self.exit_code: int | None = None
+
+    def say(self, text: str, name: str = "launch") -> None:
+        with self._lock:
+            print(f"[{name}] {text}", file=self.out, flush=True)
+
+    def describe(self) -> dict:
+        return {"setup": self.setup, "params_file": str(self.params_file),
+                "nodes": [{**p.spec.to_json(), "argv": p.argv} for p in self.procs]}
+
+    # -- processes ------------------------------------------------------------------------------
+    def _start(self, p: Proc) -> None:
+        p.starts += 1
+        p.popen = subprocess.Popen(p.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=self.env, start_new_session=True, text=True, errors="replace", bufsize=1)
+        self.say(f"started {p.spec.name} (pid {p.popen.pid}){' again' if p.starts > 1 else ''}")
+        p.reader = threading.Thread(target=self._pump, args=(p, p.popen), daemon=True)
+        p.reader.start()
+
+    def _pump(self, p: Proc, popen: subprocess.Popen) -> None:
+        for line in popen.stdout:
+            self.say(line.rstrip("\n"), p.spec.name)
+
+    @staticmethod
+    def _describe_code(rc: int) -> str:
+        if rc < 0:
+            try:
+                return f"killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"killed by signal {-rc}"
+        return f"exit code {rc}"
+
+    def pids(self) -> dict:
+        return {p.spec.name: p.popen.pid for p in self.procs if p.popen and p.popen.poll() is None}
+
+    def run(self) -> int:
+        """Start every node and supervise them until Ctrl-C / SIGTERM or an ending node exits."""
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        if threading.current_thread() is threading.main_thread():
+            for s in old:
+                signal.signal(s, lambda *_: self._stopping.set())
+        try:
+            self.say(f"{self.setup}: {len(self.procs)} nodes, parameters {self.params_file}, "
+                     f"ROS_DOMAIN_ID={self.env.get('ROS_DOMAIN_ID', '0')}")
+            for p in self.procs:
+                self._start(p)
+            return self._supervise()
+        finally:
+            self.shutdown()
+            import shutil
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            if threading.current_thread() is threading.main_thread():
+                for s, h in old.items():
+                    signal.signal(s, h)
+
+    def _supervise(self) -> int:
+        restart_at: dict = {}
+        while not self._stopping.is_set():
+            for p in self.procs:
+                if p.popen is None:
+                    if p in restart_at and time.monotonic() >= restart_at[p]:
+                        del restart_at[p]
+                        self._start(p)
+                    continue
+                rc = p.popen.poll()
+                if rc is None:
+                    continue
+                if p.reader:
+                    p.reader.join(timeout=2)
+                p.popen = None
+                if p.spec.exit_ends_launch:
+                    self.say(f"{p.spec.name} exited ({self._describe_code(rc)}): ending the launch")
+                    self.exit_code = rc
+                    return rc
+                self.deaths.append({"node": p.spec.name, "code": rc, "t": time.time()})
+                self.say(f"NODE DIED: {p.spec.name} ({self._describe_code(rc)})")
+                if rc == 2:
+                    self.say(f"{p.spec.name} refused to start (a configuration error above): not restarted")
+                elif p.spec.respawn and self.respawn:
+                    self.say(f"restarting {p.spec.name} in {p.spec.respawn_delay_s:g} s")
+                    restart_at[p] = time.monotonic() + p.spec.respawn_delay_s
+            time.sleep(0.1)
+        self.say("stopping (interrupt)")
+        self.exit_code = 0 if not self.deaths else 1
+        return self.exit_code
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def shutdown(self) -> None:
+        live = [p for p in self.procs if p.popen is not None and p.popen.poll() is None]
+        for p in live:
+            try:
+                p.popen.send_signal(signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        t_end = time.monotonic() + self.grace_s
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for p in live:
+                try:
+                    p.popen.wait(timeout=max(0.0, t_end - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.say(f"{p.spec.name} did not stop in time: {sig.name}")
+                    try:
+                        os.killpg(p.popen.pid, sig)
+                    except ProcessLookupError:
+                        pass
+            t_end = time.monotonic() + 3.0
+        for p in live:
+            if p.reader:
+                p.reader.join(timeout=2)
+            rc = p.popen.returncode
+            if rc not in (0, None, -signal.SIGINT):
+                self.say(f"{p.spec.name} stopped ({self._describe_code(rc)})")
+            p.popen = None
+        if live:
+            self.say("all nodes stopped")
+
+
+def dry_run(setup: str, args: dict) -> str:
+    return json.dumps(Launcher(setup, args).describe(), indent=2)

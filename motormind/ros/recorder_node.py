@@ -1,0 +1,58 @@
+"""The recorder node: every topic of the graph into one MCAP file (ROS 2 schemas, CDR as on the
+wire), like ``ros2 bag record`` but without the ros2 CLI. The in-process runner writes the same
+channels with ``motormind.mcap_record.McapRecorder``. The privileged channel and heartbeats are
+not recorded."""
+from __future__ import annotations
+
+import time
+
+from ..mcap_record import McapRecorder
+from . import graph
+from .base import MotorMindNode, msg_type, qos, spin
+
+SKIP = {"heartbeat", "privileged/request", "privileged/response"}
+
+
+class RecorderNode(MotorMindNode):
+    role = "recorder"
+    extra_params = {"path": ""}
+
+    def __init__(self):
+        super().__init__()
+        self.exit_code = None
+        path = self.p("path")
+        if not path:
+            raise SystemExit("path: the MCAP file to write (record:=FILE)")
+        self.mcap = McapRecorder(path, graph.NAMESPACE, {"profile": self.profile.name, "started": time.time()})
+        self._topics: set = set()
+        for name in graph.TOPICS:
+            if name not in SKIP:
+                self._record(name)
+        self.create_timer(0.5, self._discover)
+        self.log(f"recording to {path}")
+
+    def _record(self, name: str) -> None:
+        t = graph.topic_spec(name)
+        self._topics.add(name)
+
+        def cb(data: bytes, name=name, t=t):
+            self.mcap.write_cdr(name, t.type, data, time.time_ns(), reliable=t.reliable, latched=t.latched)
+        self._subs.append(self.create_subscription(msg_type(t.type), self.full(name), cb, qos(t), raw=True))
+
+    def _discover(self) -> None:
+        pre = f"{graph.NAMESPACE}/"
+        for full, _types in self.get_topic_names_and_types():
+            if full.startswith(pre + "camera/") and full.endswith("/image"):
+                name = full[len(pre):]
+                if name not in self._topics:
+                    self._record(name)
+
+    def close(self) -> None:
+        self.mcap.close()
+        self.log(f"wrote {self.mcap.path}: {sum(self.mcap.counts.values())} messages on "
+                 f"{len(self.mcap.counts)} topics")
+        super().close()
+
+
+def main(argv=None) -> int:
+    return spin(RecorderNode)

@@ -1,0 +1,76 @@
+"""``motormind serve-brain``: the local OpenAI-compatible server, standalone.
+
+    motormind serve-brain --backend oracle --port 8765            # answers remote-oracle.yaml clients
+    motormind serve-brain --backend replay --record runs/RUN_DIR  # replays an episode's answers
+    motormind serve-brain --backend reach --fault malformed_json=0.2 --fault http_429=0.1
+
+For ``motormind run`` nothing needs starting by hand: ``configs/vlm/local-oracle.yaml`` says
+``serve: oracle`` and the run starts this server in-process next to the simulation.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("serve-brain", help="serve a MotorMind brain over an OpenAI-compatible HTTP API "
+                                                  "(/v1/models, /v1/chat/completions), with fault injection")
+    p.add_argument("--backend", default="oracle", choices=["oracle", "replay", "reach"],
+                   help="oracle: the privileged oracle, fed scene snapshots by send_scene clients "
+                        "(configs/vlm/remote-oracle.yaml); replay: the answers of a recorded episode (--record); "
+                        "reach: a toy oracle for the kinematic fake arm")
+    p.add_argument("--record", default=None, help="replay: an episode's run directory or its events.jsonl")
+    p.add_argument("--profile", default="libero_panda", help="oracle: robot profile when the client sends none")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    p.add_argument("--model", default=None, help="the model id served (default: motormind-<backend>)")
+    p.add_argument("--api-key", default=None, help="require this bearer key (default: accept any)")
+    p.add_argument("--fault", action="append", default=[], metavar="NAME=RATE",
+                   help="inject a fault at a rate, repeatable: malformed_json, missing_field, bad_magnitude, "
+                        "unknown_op, premature_done, injection, slow, http_429, http_500")
+    p.add_argument("--fault-seed", type=int, default=0)
+    p.add_argument("--fault-roles", default=None, help="comma-separated roles the faults apply to (default: all)")
+    p.add_argument("--slow-s", type=float, default=None, help="how late a 'slow' answer arrives (default 5 s)")
+    p.add_argument("--text-style", default="fenced", choices=["fenced", "raw"],
+                   help="answers without response_format: a sentence and a fenced JSON block, or bare JSON")
+    p.add_argument("--log", default=None, help="append one JSON line per request (role, fault, status, times) "
+                                                "to this file")
+    p.add_argument("--quiet", action="store_true", help="no per-request line on stderr")
+    p.set_defaults(fn=_serve)
+
+
+def _serve(args) -> int:
+    from ..errors import ConfigError
+    from .faults import FaultPlan
+    from .server import BrainServer, ReplayBrain, SnapshotOracle
+    try:
+        if args.backend == "replay":
+            if not args.record:
+                raise ConfigError("--backend replay needs --record RUN_DIR")
+            brain = ReplayBrain(args.record)
+        elif args.backend == "reach":
+            from .reach import ReachBrain
+            brain = ReachBrain()
+        else:
+            brain = SnapshotOracle(args.profile)
+        roles = [r.strip() for r in args.fault_roles.split(",")] if args.fault_roles else None
+        faults = FaultPlan.from_cli(args.fault, seed=args.fault_seed, slow_s=args.slow_s, roles=roles)
+    except ConfigError as e:
+        print(f"serve-brain: {e}", file=sys.stderr)
+        return 2
+    model = args.model or f"motormind-{args.backend}"
+    srv = BrainServer(brain, host=args.host, port=args.port, model=model, faults=faults if faults.active else None,
+                      api_key=args.api_key, text_style=args.text_style, quiet=args.quiet, log_path=args.log)
+    priv = " (PRIVILEGED: answers from simulator state)" if getattr(brain, "privileged", False) else ""
+    print(f"serve-brain: {args.backend} as model {model!r} at {srv.url}{priv}", file=sys.stderr)
+    if faults.active:
+        print(f"serve-brain: injecting faults {json.dumps(faults.describe())}", file=sys.stderr)
+    print(srv.url, flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.close()
+    return 0

@@ -1,0 +1,487 @@
+"""A local OpenAI-compatible HTTP server that answers from a MotorMind brain.
+
+    GET  /v1/models              the one model it serves
+    POST /v1/chat/completions    a chat completion (no streaming), ``response_format`` honoured
+    GET  /health                 "ok"
+
+How a chat request becomes a ``BrainRequest`` (the inverse of ``OpenAIBrain``'s messages):
+messages[0] is the system prompt, messages[1] the user turn (its first text part is the rendered
+user prompt, its ``image_url`` parts are decoded from their data URLs), later messages are the
+repair history. The role comes from the request's ``motormind`` extra field when present, else
+from the system prompt ("You are the Executor ..."). The structured context the prompt was
+rendered from travels in the same extra field (``motormind.context``) when the client config says
+``send_context: true``: real servers ignore or reject unknown fields, so that is only switched on
+for this server. The oracle needs that context (subgoal ids, measured state as the prompt shows it)
+and privileged simulator state, which it gets one of two ways:
+
+* in-process (``serve: oracle`` in a VLM config): ``episode.make_brain`` starts this server in a
+  thread next to the simulation with an ``OracleBrain`` holding the live ``Scene``; nothing
+  privileged crosses the wire.
+* standalone (``motormind serve-brain --backend oracle``): the client config says
+  ``send_scene: true`` and each planner / executor / verifier request carries a snapshot of the
+  privileged scene (``Scene.snapshot()``) in ``motormind.scene``; the server keeps one oracle per
+  client session. Such a client is labelled privileged.
+
+``response_format``: with ``json_schema`` or ``json_object`` the answer is the bare JSON object
+(for ``json_schema`` it is checked against the schema and a violation is logged, as a server with
+guided decoding would never produce one); without it the answer comes as a chatty model writes it,
+a sentence and a fenced JSON block (``text_style: fenced``), so the client's JSON extraction runs.
+Faults (``faults.FaultPlan``) are applied after that step. Usage tokens are estimates (4
+characters a token, 85 an image) and say so (``motormind.usage_estimated``).
+
+Every request is logged in ``BrainServer.log`` (role, fault, status, start and end times) and
+each injected fault is reported through ``on_event("serve_fault", ...)`` (the episode record, when
+in-process) and in the ``x-motormind-fault`` response header, which ``OpenAIBrain`` copies into the
+call's record. Concurrent requests are served on their own threads (Monitor and Memory calls never
+wait for the Executor's).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import re
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..brains.base import Brain, BrainReply, BrainRequest
+from ..errors import ConfigError, ResponseError
+from ..schemas import ROLE_SCHEMAS, validate
+from .faults import HTTP_FAULTS, TEXT_FAULTS, FaultPlan
+
+_ROLE_RE = re.compile(r"You are the (\w+)\b")
+
+
+class BadBrainRequest(ValueError):
+    """The request lacks what the backend needs (answered 400, not retried by the client)."""
+
+
+# -- request decoding ---------------------------------------------------------------------------
+def decode_data_url(url: str) -> np.ndarray | None:
+    """An ``image_url`` data URL -> HxWx3 uint8 RGB (None when it is not a decodable data URL)."""
+    m = re.match(r"data:image/[\w.+-]+;base64,(.*)$", url or "", flags=re.S)
+    if not m:
+        return None
+    try:
+        import cv2  # lazy
+        buf = np.frombuffer(base64.b64decode(m.group(1)), dtype=np.uint8)
+        img = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    except Exception:  # noqa: BLE001 - a broken image is logged, not fatal
+        return None
+    return None if img is None else img[:, :, ::-1].copy()
+
+
+def _parts(content) -> list[dict]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [p for p in (content or []) if isinstance(p, dict)]
+
+
+def _text(content) -> str:
+    return "\n".join(p.get("text", "") for p in _parts(content) if p.get("type") == "text")
+
+
+def request_from_body(body: dict) -> tuple[BrainRequest, dict]:
+    """(the BrainRequest, extras: session, scene, profile, images sent/decoded)."""
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise ValueError("messages: must be a non-empty list")
+    extra = body.get("motormind") or {}
+    if not isinstance(extra, dict):
+        extra = {}
+    system, user, images, n_img, history = "", "", {}, 0, []
+    rest = list(msgs)
+    if rest and rest[0].get("role") in ("system", "developer"):
+        system = _text(rest.pop(0).get("content"))
+    if rest and rest[0].get("role") == "user":
+        parts = _parts(rest.pop(0).get("content"))
+        texts = [p.get("text", "") for p in parts if p.get("type") == "text"]
+        user = texts[0] if texts else ""
+        names = [re.match(r"Image '(.+)':", t) for t in texts[1:]]
+        names = [m.group(1) for m in names if m]
+        for p in parts:
+            if p.get("type") == "image_url":
+                url = (p.get("image_url") or {}).get("url", "")
+                name = names[n_img] if n_img < len(names) else f"image{n_img}"
+                n_img += 1
+                img = decode_data_url(url)
+                if img is not None:
+                    images[name] = img
+    for m in rest:
+        history.append({"role": m.get("role", "user"), "content": _text(m.get("content"))})
+    role = extra.get("role")
+    if role not in ROLE_SCHEMAS:
+        m = _ROLE_RE.search(system)
+        role = m.group(1).lower() if m else "unknown"
+    rf = body.get("response_format") or {}
+    schema = ((rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else None) \
+        or ROLE_SCHEMAS.get(role, {})
+    ctx = extra.get("context") if isinstance(extra.get("context"), dict) else {}
+    req = BrainRequest(role, extra.get("prompt_name") or role, system, user, schema, images, ctx, history)
+    return req, {"session": extra.get("session", ""), "scene": extra.get("scene"),
+                 "profile": extra.get("profile"), "images_sent": n_img, "images_decoded": len(images)}
+
+
+def prompt_hash(system: str, user: str) -> str:
+    """The hash the roles record (``vlm_call.prompt_hash``)."""
+    return hashlib.sha256((system + "\n" + user).encode()).hexdigest()[:16]
+
+
+# -- backends -----------------------------------------------------------------------------------
+class ReplayBrain(Brain):
+    """Replays the answers recorded in an episode (``events.jsonl``: every ``vlm_call``'s response,
+    failed attempts included). A request gets the first unused recorded answer of its role with
+    the same prompt hash and attempt number, else the role's next unused answer, else the role's
+    last one again. Answers recorded from a privileged brain stay labelled privileged."""
+
+    def __init__(self, record: str | Path):
+        p = Path(record)
+        p = p / "events.jsonl" if p.is_dir() else p
+        if not p.exists():
+            raise ConfigError(f"replay: no episode record at {p}")
+        self.path = p
+        self.name = f"replay:{p.parent.name}"
+        self.entries: dict[str, list[dict]] = {}
+        for line in p.read_text().splitlines():
+            ev = json.loads(line)
+            if ev.get("kind") == "vlm_call" and "response" in ev:
+                self.entries.setdefault(ev["role"], []).append(
+                    {"hash": ev.get("prompt_hash"), "attempt": ev.get("attempt", 0), "text": ev["response"],
+                     "privileged": bool(ev.get("privileged")), "used": False})
+        if not self.entries:
+            raise ConfigError(f"replay: {p} holds no recorded vlm_call responses")
+        self.privileged = any(e["privileged"] for v in self.entries.values() for e in v)
+        self._lock = threading.Lock()
+        self.matched = self.fallback = 0
+
+    def respond(self, req: BrainRequest) -> BrainReply:
+        h, att = prompt_hash(req.system, req.user), len(req.history) // 2
+        with self._lock:
+            pool = self.entries.get(req.role)
+            if not pool:
+                raise RuntimeError(f"replay: the record has no answers for role {req.role!r}")
+            pick = next((e for e in pool if not e["used"] and e["hash"] == h and e["attempt"] == att), None)
+            if pick:
+                self.matched += 1
+            else:
+                self.fallback += 1
+                pick = next((e for e in pool if not e["used"] and e["attempt"] == att), None) \
+                    or next((e for e in pool if not e["used"]), None) or pool[-1]
+            pick["used"] = True
+        return BrainReply(pick["text"], self.name, privileged=pick["privileged"])
+
+
+class SnapshotScene:
+    """The oracle's view of a scene from ``Scene.snapshot()`` data (standalone serve-brain)."""
+
+    def __init__(self, snap: dict):
+        self.snap = snap
+        objs = snap.get("objects", {})
+        self.goal_state = [list(p) for p in snap.get("goal_state", [])]
+        self.object_names = [n for n, o in objs.items() if o.get("kind", "object") == "object"]
+        self.region_names = list(snap.get("regions", {}))
+        self._status = {json.dumps(list(p)): bool(t) for p, t in snap.get("goal_status", [])}
+
+    def object_aabb(self, name: str):
+        o = self.snap["objects"][name]
+        return np.asarray(o["aabb_lo_m"], dtype=float), np.asarray(o["aabb_hi_m"], dtype=float)
+
+    def region(self, name: str) -> dict:
+        r = self.snap["regions"][name]
+        return {k: (np.asarray(v, dtype=float) if isinstance(v, list) else v) for k, v in r.items()}
+
+    def predicate(self, pred) -> bool:
+        key = json.dumps([str(x) for x in pred])
+        if key not in self._status:
+            raise KeyError(f"the scene snapshot has no truth value for {pred}")
+        return self._status[key]
+
+
+class SnapshotOracle:
+    """One OracleBrain per client session, its scene replaced by each request's snapshot."""
+
+    privileged = True
+    name = "oracle"
+
+    def __init__(self, default_profile: str = "libero_panda"):
+        self.default_profile = default_profile
+        self.sessions: dict = {}
+        self._lock = threading.Lock()
+
+    def respond_with(self, req: BrainRequest, extras: dict) -> BrainReply:
+        from ..brains.oracle import OracleBrain
+        from ..profile import load_profile
+        key = extras.get("session") or "default"
+        with self._lock:
+            if key not in self.sessions:
+                prof = load_profile(extras.get("profile") or self.default_profile)
+                self.sessions[key] = (OracleBrain(SnapshotScene({}), prof), threading.Lock())
+            oracle, lock = self.sessions[key]
+        with lock:
+            if req.role in ("planner", "executor", "verifier"):
+                if not isinstance(extras.get("scene"), dict):
+                    raise BadBrainRequest("the oracle needs the privileged scene snapshot in motormind.scene "
+                                     "(set send_scene: true in the client's VLM config)")
+                oracle.scene = SnapshotScene(extras["scene"])
+            return oracle.respond(req)
+
+
+# -- the server ---------------------------------------------------------------------------------
+def _estimate_tokens(chars: int) -> int:
+    return int(math.ceil(chars / 4.0))
+
+
+class BrainServer:
+    """``BrainServer(brain).start()`` serves ``brain`` at ``server.url`` until ``close()``."""
+
+    def __init__(self, brain, *, host: str = "127.0.0.1", port: int = 0, model: str = "motormind",
+                 faults: FaultPlan | dict | None = None, on_event: Callable[..., None] | None = None,
+                 api_key: str | None = None, text_style: str = "fenced", keep_bodies: int = 0,
+                 quiet: bool = True, log_path: str | Path | None = None, max_log: int = 100000):
+        if text_style not in ("fenced", "raw"):
+            raise ConfigError(f"text_style: must be 'fenced' or 'raw', got {text_style!r}")
+        self.brain = brain
+        self.model = model
+        self.faults = faults if isinstance(faults, FaultPlan) or faults is None else FaultPlan.from_dict(faults)
+        self.on_event = on_event or (lambda kind, **data: None)
+        self.api_key = api_key
+        self.text_style = text_style
+        self.quiet = quiet
+        self.log: deque = deque(maxlen=max_log)          # one entry per request, newest last
+        self._log_fh = open(log_path, "a", buffering=1) if log_path else None
+        self.bodies: deque = deque(maxlen=keep_bodies or None) if keep_bodies else deque(maxlen=0)
+        self._n = 0
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread: threading.Thread | None = None
+        self.created = int(time.time())
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def host(self) -> str:
+        return self._httpd.server_address[0]
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> "BrainServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="motormind-serve-brain", daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.2)
+
+    def close(self) -> None:
+        self._closing.set()             # slow answers stop waiting
+        self._httpd.shutdown() if self._thread else None
+        self._httpd.server_close()
+        if self._thread:
+            self._thread.join(timeout=5)
+        if self._log_fh:
+            self._log_fh.close()
+            self._log_fh = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- answering ------------------------------------------------------------------------------
+    def _respond(self, req: BrainRequest, extras: dict) -> BrainReply:
+        if hasattr(self.brain, "respond_with"):
+            return self.brain.respond_with(req, extras)
+        return self.brain.respond(req)
+
+    def handle_chat(self, body: dict) -> tuple[int, dict, dict]:
+        """(HTTP status, JSON body, extra headers) for one chat completion request."""
+        t0 = time.time()
+        with self._lock:
+            self._n += 1
+            n = self._n
+        rid = f"chatcmpl-mm{n}-{uuid.uuid4().hex[:8]}"
+        entry = {"n": n, "id": rid, "t_start": t0, "role": None, "fault": None, "status": None,
+                 "attempt": 0, "images": 0}
+        self.log.append(entry)
+        try:
+            return self._chat(body, n, rid, entry)
+        finally:
+            entry["t_end"] = time.time()
+            if self._log_fh:
+                with self._lock:
+                    self._log_fh.write(json.dumps(entry) + "\n")
+            if not self.quiet:
+                print(f"[serve-brain] #{n} {entry['role']} attempt {entry['attempt']} -> {entry['status']}"
+                      f"{' FAULT ' + entry['fault'] if entry['fault'] else ''} "
+                      f"({entry['t_end'] - t0:.2f} s)", file=sys.stderr, flush=True)
+
+    def _chat(self, body: dict, n: int, rid: str, entry: dict) -> tuple[int, dict, dict]:
+        if body.get("stream"):
+            entry["status"] = 400
+            return 400, _error("streaming is not supported by this server", "invalid_request_error"), {}
+        try:
+            req, extras = request_from_body(body)
+        except (ValueError, TypeError, AttributeError) as e:
+            entry["status"] = 400
+            return 400, _error(f"bad request: {e}", "invalid_request_error"), {}
+        entry.update(role=req.role, attempt=len(req.history) // 2, images=extras["images_sent"])
+        fault, k = self.faults.choose(req.role) if self.faults else (None, 0)
+        headers = {"x-request-id": rid}
+        if fault:
+            entry["fault"] = fault
+            headers["x-motormind-fault"] = fault
+        if fault in HTTP_FAULTS:
+            code = HTTP_FAULTS[fault]
+            self._fault_event(fault, req, n, k, f"HTTP {code}")
+            entry["status"] = code
+            if code == 429:
+                headers["retry-after"] = f"{self.faults.retry_after_s:g}"
+                return 429, _error("Rate limit reached for requests (injected fault)", "rate_limit_exceeded",
+                                   "rate_limit_exceeded"), headers
+            return 500, _error("The server had an error while processing your request (injected fault)",
+                               "server_error"), headers
+        if fault == "slow":
+            self._fault_event(fault, req, n, k, f"answer held back {self.faults.slow_s:g} s")
+            self._closing.wait(self.faults.slow_s)
+        try:
+            reply = self._respond(req, extras)
+        except BadBrainRequest as e:
+            entry["status"] = 400
+            entry["error"] = str(e)
+            return 400, _error(str(e), "invalid_request_error"), headers
+        except Exception as e:  # noqa: BLE001 - a backend failure is a 500, logged, not a fault
+            entry["status"] = 500
+            entry["error"] = f"{type(e).__name__}: {e}"
+            return 500, _error(f"backend error: {type(e).__name__}: {e}", "server_error"), headers
+        text = reply.text
+        rf = body.get("response_format") or {}
+        rf_type = rf.get("type", "text")
+        if rf_type == "json_schema":
+            try:
+                validate(json.loads(text), req.schema)
+                entry["schema_ok"] = True
+            except (ValueError, ResponseError) as e:
+                entry["schema_ok"] = False
+                entry["schema_error"] = str(e)[:300]
+        if fault in TEXT_FAULTS:
+            text, detail = self.faults.corrupt(fault, req.role, text, k)
+            self._fault_event(fault, req, n, k, detail)
+        if rf_type not in ("json_schema", "json_object") and self.text_style == "fenced":
+            text = f"Here is my answer.\n```json\n{text}\n```"
+        chars = len(req.system) + len(req.user) + sum(len(h["content"]) for h in req.history)
+        usage = {"prompt_tokens": _estimate_tokens(chars) + 85 * extras["images_sent"],
+                 "completion_tokens": _estimate_tokens(len(text))}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        entry["status"] = 200
+        out = {
+            "id": rid, "object": "chat.completion", "created": int(time.time()), "model": self.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                         "logprobs": None}],
+            "usage": usage,
+            "motormind": {"source": getattr(reply, "brain", "?"), "privileged": bool(reply.privileged),
+                          "fault": fault, "role": req.role, "images_received": extras["images_decoded"],
+                          "usage_estimated": True, "response_format": rf_type},
+        }
+        return 200, out, headers
+
+    def _fault_event(self, fault: str, req: BrainRequest, n: int, k: int, detail: str) -> None:
+        try:
+            self.on_event("serve_fault", fault=fault, role=req.role, request=n, role_request=k,
+                          attempt=len(req.history) // 2, detail=detail)
+        except Exception:  # noqa: BLE001 - a recorder problem must not break the answer
+            pass
+
+    def models(self) -> dict:
+        return {"object": "list", "data": [{"id": self.model, "object": "model", "created": self.created,
+                                            "owned_by": "motormind"}]}
+
+    def _handler_class(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            server_version = "motormind-serve-brain"
+
+            def log_message(self, fmt, *args):   # quiet: the server keeps its own log
+                pass
+
+            def _send(self, code: int, obj, headers: dict | None = None) -> None:
+                data = json.dumps(obj).encode() if not isinstance(obj, bytes) else obj
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json" if not isinstance(obj, bytes)
+                                     else "text/plain")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    self.close_connection = True    # the client gave up (a timeout): nothing to do
+
+            def _authorised(self) -> bool:
+                if not server.api_key:
+                    return True
+                if self.headers.get("Authorization", "") == f"Bearer {server.api_key}":
+                    return True
+                self._send(401, _error("invalid API key", "invalid_request_error", "invalid_api_key"))
+                return False
+
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                path = self.path.split("?")[0].rstrip("/")
+                if path == "/health":
+                    return self._send(200, b"ok")
+                if not self._authorised():
+                    return
+                if path in ("/v1/models", "/models"):
+                    return self._send(200, server.models())
+                if path.startswith("/v1/models/"):
+                    mid = path[len("/v1/models/"):]
+                    if mid == server.model:
+                        return self._send(200, server.models()["data"][0])
+                self._send(404, _error(f"no route {self.path}", "invalid_request_error", "not_found"))
+
+            def do_POST(self):  # noqa: N802
+                path = self.path.split("?")[0].rstrip("/")
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                if not self._authorised():
+                    return
+                if path not in ("/v1/chat/completions", "/chat/completions"):
+                    return self._send(404, _error(f"no route {self.path}", "invalid_request_error", "not_found"))
+                try:
+                    body = json.loads(raw or b"{}")
+                    if not isinstance(body, dict):
+                        raise ValueError("the body must be a JSON object")
+                except ValueError as e:
+                    return self._send(400, _error(f"body is not valid JSON: {e}", "invalid_request_error"))
+                if server.bodies.maxlen:
+                    server.bodies.append(body)
+                code, obj, headers = server.handle_chat(body)
+                self._send(code, obj, headers)
+
+        return Handler
+
+
+def _error(message: str, typ: str, code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": typ, "param": None, "code": code}}

@@ -1,0 +1,117 @@
+"""The transport-agnostic components (the episode's decisions, shared by the in-process runner and
+the ROS 2 nodes), and the in-process MCAP recording."""
+import json
+
+import pytest
+
+from motormind.brains.scripted import ScriptedBrain
+from motormind.components import (Context, EpisodeBook, EpisodeConfig, Escalation, ExecutorComponent,
+                                  PlanDecision, PlannerComponent)
+from motormind.profile import load_profile
+from motormind.record import Recorder
+from motormind.robots.fake import FakeRobot
+from motormind.roles.executor import Executor
+from motormind.roles.planner import Planner
+from motormind.roles.verifier import Verdict
+from motormind.runner import EpisodeRunner
+
+PLAN = {"subgoals": [{"id": "s1", "description": "a", "success_criterion": "ca"},
+                     {"id": "s2", "description": "b", "success_criterion": "cb"}]}
+STATE = {"eef_pos_mm": [400, 0, 200], "gripper_width_mm": 80}
+
+
+def _planner(cfg, plans=(PLAN,)):
+    brain = ScriptedBrain({"planner": list(plans)})
+    events = []
+    pc = PlannerComponent(Planner(brain), cfg, Context(load_profile("fake"), "do it"),
+                          emit=lambda kind, **d: events.append((kind, d)))
+    return pc, events
+
+
+def look(label):
+    return STATE, {}
+
+
+def test_planner_replans_on_rejection_and_escalation_within_its_limits():
+    pc, events = _planner(EpisodeConfig(max_replans=1), [PLAN, PLAN])
+    d = pc.start(STATE, {})
+    assert d.kind == "plan" and d.plan_id == 1 and [s.id for s in d.plan] == ["s1", "s2"]
+    assert pc.on_verdict(Verdict("s1", True, "ok"), look) is None            # achieved: nothing to do
+    assert pc.on_verdict(Verdict("zz", False, "no"), look) is None           # not a subgoal of this plan
+    d2 = pc.on_verdict(Verdict("s1", False, "not there"), look)
+    assert d2.kind == "plan" and d2.plan_id == 2 and d2.replans == 1 and "not there" in d2.reason
+    assert pc.on_escalation(Escalation("stale", plan_id=1), look) is None     # about the replaced plan
+    d3 = pc.on_escalation(Escalation("keeps failing", plan_id=2), look)
+    assert d3.kind == "gave_up" and "replan limit 1" in d3.reason and d3.seq == 3
+    assert [k for k, _ in events] == ["plan", "replan", "plan"]
+    assert PlanDecision.from_json(json.loads(json.dumps(d2.to_json()))) == d2     # the wire form round-trips
+
+
+def test_without_replanning_the_plan_is_kept_until_exhausted():
+    pc, _ = _planner(EpisodeConfig(replan=False))
+    pc.start(STATE, {})
+    assert pc.replan("failed", False, look).kind == "keep"
+    assert pc.replan("all verified", True, look).kind == "gave_up"
+
+
+def test_executor_escalates_after_repeated_failures_and_advances_on_verdicts():
+    cfg = EpisodeConfig(max_failures_per_subgoal=2)
+    batch = {"commands": [{"op": "move", "direction": "forward", "distance_mm": 5}, {"op": "done"}]}
+    ex = ExecutorComponent(Executor(ScriptedBrain({"executor": [batch]})), cfg, Context(load_profile("fake"), "t"))
+    ex.on_plan(PlanDecision("plan", [], plan_id=1))
+    ex.on_plan(PlanDecision.from_json({"decision": "plan", "plan_id": 1, "subgoals": PLAN["subgoals"]}))
+    p = ex.propose(STATE, {}, "b1")
+    assert p.batch["batch_id"] == "b1" and p.batch["subgoal_id"] == "s1" and p.escalate is None
+    blocked = {"batch_id": "b1", "status": "blocked", "reason": "contact", "results": []}
+    assert ex.on_report(blocked).escalate is None
+    esc = ex.on_report({**blocked, "batch_id": "b2"}).escalate
+    assert esc.plan_id == 1 and esc.subgoal_id == "s1" and "2 batches on s1 failed" in esc.reason
+    assert ex.on_report({"batch_id": "b3", "status": "done", "claims_done": True, "reason": "", "results": []}).verify
+    assert ex.on_verdict(Verdict("s1", True, "ok")) is None and ex.subgoal.id == "s2"
+    last = ex.on_verdict(Verdict("s2", True, "ok"))
+    assert last.exhausted and ex.exhausted
+    book = EpisodeBook(cfg)
+    assert book.plan_verified(False, lambda: False) and book.outcome == "success"   # a robot: the Verifier decides
+    assert not EpisodeBook(cfg).plan_verified(True, lambda: False)                  # sim: the evaluator decides
+
+
+def test_book_checks_budgets_in_order():
+    book = EpisodeBook(EpisodeConfig(max_steps=10, max_batches=1))
+    assert not book.check(3, False) and book.next_batch_id() == "b1"
+    assert book.check(10, False) and book.outcome == "step_budget"
+    b2 = EpisodeBook(EpisodeConfig(max_batches=1))
+    b2.next_batch_id()
+    assert b2.check(0, False) and b2.outcome == "batch_budget"
+    assert EpisodeBook(EpisodeConfig()).check(0, True)
+
+
+def test_in_process_run_writes_the_same_mcap_channels(tmp_path):
+    pytest.importorskip("mcap_ros2")
+    from motormind.mcap_record import McapRecorder, read_messages
+    batches = [{"commands": [{"op": "move", "direction": "forward", "distance_mm": 20}, {"op": "done"}]},
+               {"commands": [{"op": "gripper", "action": "close"}, {"op": "done"}]}]
+    robot = FakeRobot()
+    rec = Recorder(tmp_path / "run")
+    runner = EpisodeRunner(robot, ScriptedBrain({"planner": [PLAN], "executor": batches}), "test", rec,
+                           EpisodeConfig(max_batches=6), success_fn=lambda: robot.gripper < 0.05)
+    mcap = McapRecorder(tmp_path / "run.mcap").attach(rec, runner)
+    res = runner.run()
+    mcap.close()
+    rec.close()
+    assert res.success
+    msgs = list(read_messages(tmp_path / "run.mcap"))
+    types = {t: ty for t, ty, _, _ in msgs}
+    assert types["/motormind/camera/front/image"] == "sensor_msgs/msg/Image"
+    assert types["/motormind/state"] == "sensor_msgs/msg/JointState"
+    assert types["/motormind/eef_pose"] == "geometry_msgs/msg/PoseStamped"
+    by = {}
+    for t, ty, m, _ in msgs:
+        if ty == "std_msgs/msg/String":
+            by.setdefault(t.rsplit("/", 1)[1], []).append(json.loads(m.data))
+    assert [b["batch_id"] for b in by["commands"]] == ["b1", "b2"]
+    assert [r["status"] for r in by["report"]] == ["done", "done"] and len(by["verdict"]) == 1   # then: success
+    assert by["plan"][0]["decision"] == "plan" and [s["id"] for s in by["plan"][0]["subgoals"]] == ["s1", "s2"]
+    assert any(e["kind"] == "vlm_call" for e in by["events"])
+    assert all(d["schema_version"] == 1 for v in by.values() for d in v)
+    pose = next(m for t, _, m, _ in msgs if t == "/motormind/eef_pose")
+    assert pose.pose.position.x == pytest.approx(0.4) and pose.header.frame_id == "base"
