@@ -1,6 +1,7 @@
 """Run jobs: in worker processes on this machine, or on a Ray cluster. Same rows either way.
 
-Local workers (spawned processes) each keep one simulator open and take jobs from a shared queue;
+Local workers (spawned processes) each keep one simulator open and take the episodes of one task at
+a time from a shared queue (one build per task, resets between its init states);
 a worker announces a job before it starts, so when a worker dies its job is known, rerun on a fresh
 worker (up to ``max_attempts`` times) and recorded as ``worker_died`` if it keeps killing workers.
 """
@@ -26,18 +27,31 @@ def _worker(wid: int, jobs, results, out_dir: str) -> None:
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     cache: dict = {}
     while True:
-        job = jobs.get()
-        if job is None:
+        group = jobs.get()
+        if group is None:
             break
-        results.put(("start", wid, job.key, os.getpid()))
-        try:
-            row = run_job(job, _run_dir(out_dir, job), cache)
-            results.put(("done", wid, job.key, row))
-        except Exception as e:  # noqa: BLE001 - an episode error is a result, not a crash
-            results.put(("error", wid, job.key, {"error": f"{type(e).__name__}: {e}",
-                                                 "traceback": traceback.format_exc()[-4000:]}))
+        results.put(("group", wid, [j.key for j in group], os.getpid()))
+        for job in group:
+            results.put(("start", wid, job.key, os.getpid()))
+            try:
+                row = run_job(job, _run_dir(out_dir, job), cache)
+                results.put(("done", wid, job.key, row))
+            except Exception as e:  # noqa: BLE001 - an episode error is a result, not a crash
+                results.put(("error", wid, job.key, {"error": f"{type(e).__name__}: {e}",
+                                                     "traceback": traceback.format_exc()[-4000:]}))
     if cache.get("robot") is not None:
         cache["robot"].close()
+
+
+def _groups(jobs: list[Job]) -> list[list[Job]]:
+    """Consecutive jobs of one suite and task go to one worker together: it builds the simulator once."""
+    out: list[list[Job]] = []
+    for j in jobs:
+        if out and (out[-1][0].suite, out[-1][0].task) == (j.suite, j.task):
+            out[-1].append(j)
+        else:
+            out.append([j])
+    return out
 
 
 def _error_row(job: Job, outcome: str, reason: str) -> dict:
@@ -52,10 +66,12 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
     jq, rq = ctx.Queue(), ctx.Queue()
     by_key = {j.key: j for j in jobs}
     pending = len(jobs)
-    for j in jobs:
-        jq.put(j)
+    groups = _groups(jobs)
+    for g in groups:
+        jq.put(g)
     procs: dict[int, mp.Process] = {}
     inflight: dict[int, str] = {}
+    assigned: dict[int, list] = {}        # worker -> keys of its group not finished yet
     next_id = 0
 
     def spawn():
@@ -65,7 +81,7 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
         procs[next_id] = p
         next_id += 1
 
-    for _ in range(min(workers, len(jobs))):
+    for _ in range(min(workers, len(groups))):
         spawn()
     try:
         while pending:
@@ -78,12 +94,15 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
                     continue
                 del procs[wid]
                 key = inflight.pop(wid, None)
+                rest = [k for k in assigned.pop(wid, []) if k != key]
+                if rest:                                  # the group's episodes it never started
+                    jq.put([by_key[k] for k in rest])
                 if key is not None:
                     job = by_key[key]
                     if job.attempt + 1 < max_attempts:
                         job = Job(**{**job.__dict__, "attempt": job.attempt + 1})
                         by_key[key] = job
-                        jq.put(job)
+                        jq.put([job])
                     else:
                         on_row(_error_row(job, "worker_died",
                                           f"the worker died {max_attempts} times (exit code {p.exitcode})"))
@@ -93,10 +112,15 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
             if msg is None:
                 continue
             kind, wid, key, data = msg
+            if kind == "group":
+                assigned[wid] = list(key)
+                continue
             if kind == "start":
                 inflight[wid] = key
                 continue
             inflight.pop(wid, None)
+            if key in assigned.get(wid, []):
+                assigned[wid].remove(key)
             job = by_key[key]
             row = data if kind == "done" else _error_row(job, "error", data["error"])
             if kind == "error":

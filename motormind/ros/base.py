@@ -345,8 +345,8 @@ def spin(node_cls) -> int:
             stop.set()
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        from rclpy.executors import MultiThreadedExecutor
-        ex = MultiThreadedExecutor(num_threads=3)
+        from rclpy.executors import SingleThreadedExecutor
+        ex = SingleThreadedExecutor()          # callbacks only queue work: one thread is enough
         ex.add_node(node)
         while not stop.is_set() and getattr(node, "exit_code", None) is None and rclpy.ok():
             ex.spin_once(timeout_sec=0.1)
@@ -359,13 +359,13 @@ def spin(node_cls) -> int:
             return 2
         return int(e.code or 0)
     finally:
+        if ex is not None:
+            ex.shutdown(timeout_sec=2.0)
         if node is not None:
             try:
                 node.close()
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
-            if ex is not None:
-                ex.shutdown(timeout_sec=2.0)
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()

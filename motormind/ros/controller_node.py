@@ -234,13 +234,17 @@ class ControllerNode(MotorMindNode):
                              "source": source, "results": [], "start_state": st, "end_state": st,
                              "duration_s": 0.0, "steps": 0})
 
-    def _notice_when_heard(self, status: str, reason: str, source: str, timeout: float = 15.0) -> None:
-        """A notice at start-up: once someone listens on the report topic (it is not latched)."""
-        pub, t_end = self.publisher("report"), time.monotonic() + timeout
-        while pub.get_subscription_count() == 0 and time.monotonic() < t_end:
-            time.sleep(0.05)
-        time.sleep(0.2)                       # matched both ways
-        self._notice(status, reason, source)
+    def _notice_when_heard(self, status: str, reason: str, source: str, window_s: float = 20.0) -> None:
+        """A notice at start-up, on the report topic (not latched): sent again to every subscriber
+        that appears during the first ``window_s`` (the same notice twice is harmless)."""
+        pub, t_end, seen = self.publisher("report"), time.monotonic() + window_s, 0
+        while time.monotonic() < t_end and self.controller.estopped:
+            n = pub.get_subscription_count()
+            if n > seen:
+                seen = n
+                time.sleep(0.3)               # matched both ways
+                self._notice(status, reason, source)
+            time.sleep(0.1)
 
     def _on_event(self, kind: str, data: dict) -> None:
         if kind == "command_start":
