@@ -11,7 +11,8 @@ def _run(args) -> int:
     spec = RunSpec(suite=args.suite, task=args.task, init_state=args.init_state, seed=args.seed,
                    brain=args.brain or ("openai" if args.vlm else "oracle"), max_steps=args.max_steps,
                    wall_budget_s=args.wall_budget, image_size=args.image_size, images=not args.no_images,
-                   out=args.out, media=not args.no_media, vlm=args.vlm, vlm_set=tuple(args.vlm_set))
+                   out=args.out, media=not args.no_media, vlm=args.vlm, vlm_set=tuple(args.vlm_set),
+                   mcap=args.mcap)
     if spec.brain == "openai":       # a bad --vlm fails before the simulation is built
         from .brains.openai_brain import load_vlm_config
         from .errors import ConfigError
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-images", action="store_true", help="do not render camera images for the roles")
     r.add_argument("--no-media", action="store_true", help="do not write the contact sheet and video")
     r.add_argument("--out", default=None, help="run directory (default: runs/<time>_<suite>_t<task>_i<init>_<brain>)")
+    r.add_argument("--mcap", default=None, metavar="FILE",
+                   help="also record the episode as MCAP (ROS 2 bag format; relative to the run directory)")
     r.set_defaults(fn=_run)
     for name in PLUGINS:
         try:
