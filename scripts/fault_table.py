@@ -29,15 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+from motormind.ranges import parse_ints as _range
+
 os.environ.setdefault("MUJOCO_GL", "osmesa")
-
-
-def _range(s: str) -> list[int]:
-    out = []
-    for part in s.split(","):
-        a, _, b = part.partition("-")
-        out += list(range(int(a), int(b or a) + 1))
-    return out
 
 
 def _grid(spec: str) -> list[tuple[str, int]]:

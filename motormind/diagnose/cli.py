@@ -13,16 +13,7 @@ import argparse
 import json
 import sys
 
-
-def _ints(s: str) -> list[int]:
-    out = []
-    for part in str(s).split(","):
-        a, _, b = part.partition("-")
-        try:
-            out += list(range(int(a), int(b or a) + 1))
-        except ValueError:
-            raise SystemExit(f"expected integers like 0-3 or 0,2,5, got {s!r}") from None
-    return out
+from ..ranges import parse_ints as _ints
 
 
 def register(sub) -> None:

@@ -6,18 +6,9 @@ import sys
 import time
 from pathlib import Path
 
+from ..ranges import parse_ints as _ints
+
 BASE_SUITES = ["libero_spatial", "libero_object", "libero_goal", "libero_10"]
-
-
-def _ints(s: str) -> list[int]:
-    out = []
-    for part in str(s).split(","):
-        a, _, b = part.partition("-")
-        try:
-            out += list(range(int(a), int(b or a) + 1))
-        except ValueError:
-            raise SystemExit(f"expected integers like 0-4 or 0,2,5, got {s!r}") from None
-    return out
 
 
 def _noise(s: str | None) -> tuple:

@@ -1,0 +1,16 @@
+"""Command-line index ranges: "0-4", "0,2,5", "0-2,7" -> [0, 1, 2, 7]."""
+from __future__ import annotations
+
+
+def parse_ints(s: str, what: str = "range") -> list[int]:
+    out: list[int] = []
+    for part in str(s).split(","):
+        a, _, b = part.strip().partition("-")
+        try:
+            lo, hi = int(a), int(b or a)
+        except ValueError:
+            raise SystemExit(f"{what}: expected integers like 0-4 or 0,2,5, got {s!r}") from None
+        if hi < lo:
+            raise SystemExit(f"{what}: empty range {part!r} in {s!r}")
+        out += list(range(lo, hi + 1))
+    return out
