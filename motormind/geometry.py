@@ -64,3 +64,24 @@ def angle_between(r_a: np.ndarray, r_b: np.ndarray) -> float:
 
 def yaw_of(r: np.ndarray) -> float:
     return math.atan2(r[1, 0], r[0, 0])
+
+
+def rpy_to_mat(roll: float, pitch: float, yaw: float) -> np.ndarray:
+    """Roll/pitch/yaw (radians, the xArm's convention) to a matrix: R = Rz(yaw) @ Ry(pitch) @ Rx(roll)."""
+    cr, sr = math.cos(roll), math.sin(roll)
+    cp, sp = math.cos(pitch), math.sin(pitch)
+    cy, sy = math.cos(yaw), math.sin(yaw)
+    return np.array([
+        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+        [-sp, cp * sr, cp * cr],
+    ])
+
+
+def mat_to_rpy(r: np.ndarray) -> tuple[float, float, float]:
+    """Inverse of rpy_to_mat (radians); at pitch = +-90 degrees the roll is folded into yaw."""
+    sp = max(-1.0, min(1.0, -float(r[2, 0])))
+    pitch = math.asin(sp)
+    if abs(sp) < 1.0 - 1e-9:
+        return math.atan2(r[2, 1], r[2, 2]), pitch, math.atan2(r[1, 0], r[0, 0])
+    return 0.0, pitch, math.atan2(-r[0, 1], r[1, 1])

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from . import SCHEMA_VERSION
+from .record import json_default
 
 NAMESPACE = "/motormind"
 
@@ -76,19 +77,9 @@ _QOS = ("- history: 1\n  depth: {depth}\n  reliability: {rel}\n  durability: {du
         "  avoid_ros_namespace_conventions: false")
 
 
-def _jsonable(o):
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, (set, tuple)):
-        return list(o)
-    return str(o)
-
-
 def dumps(obj) -> str:
     """JSON for the wire and the file (numpy values become plain numbers)."""
-    return json.dumps(obj, default=_jsonable)
+    return json.dumps(obj, default=json_default)
 
 
 def _stamp(t_ns: int) -> dict:

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 
-def _default(o):
+def json_default(o):
+    """``json.dumps(default=...)`` for numpy values, tuples and sets; anything else as its str."""
     if isinstance(o, np.ndarray):
         return o.tolist()
     if isinstance(o, (np.floating, np.integer)):
@@ -62,7 +63,7 @@ class Recorder:
         with self._lock:
             self.counts[kind] = self.counts.get(kind, 0) + 1
             if self._fh:
-                self._fh.write(json.dumps(_finite(ev), default=_default) + "\n")
+                self._fh.write(json.dumps(_finite(ev), default=json_default) + "\n")
         for fn in list(self.listeners):
             fn(ev)
         return ev
@@ -81,7 +82,7 @@ class Recorder:
             return None
         p = self.dir / name
         tmp = p.with_suffix(p.suffix + ".tmp")
-        tmp.write_text(json.dumps(_finite(obj), indent=2, default=_default))
+        tmp.write_text(json.dumps(_finite(obj), indent=2, default=json_default))
         tmp.replace(p)
         return p
 

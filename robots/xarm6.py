@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 from motormind.errors import ConfigError, RobotFault
-from motormind.geometry import angle_between, mat_to_quat
+from motormind.geometry import angle_between, mat_to_quat, mat_to_rpy, rpy_to_mat
 from motormind.profile import RobotProfile, load_profile
 from motormind.robot import Motion, MotionResult, Observation, Robot
 
@@ -72,27 +72,6 @@ def _import_sdk():
             else:
                 os.environ["HOME"] = old
     return XArmAPI, XCONF
-
-
-def rpy_to_mat(roll: float, pitch: float, yaw: float) -> np.ndarray:
-    """The xArm's orientation convention (radians): R = Rz(yaw) @ Ry(pitch) @ Rx(roll)."""
-    cr, sr = math.cos(roll), math.sin(roll)
-    cp, sp = math.cos(pitch), math.sin(pitch)
-    cy, sy = math.cos(yaw), math.sin(yaw)
-    return np.array([
-        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-        [-sp, cp * sr, cp * cr],
-    ])
-
-
-def mat_to_rpy(r: np.ndarray) -> tuple[float, float, float]:
-    """Inverse of rpy_to_mat (radians); at pitch = +-90 degrees the roll is folded into yaw."""
-    sp = max(-1.0, min(1.0, -float(r[2, 0])))
-    pitch = math.asin(sp)
-    if abs(sp) < 1.0 - 1e-9:
-        return math.atan2(r[2, 1], r[2, 2]), pitch, math.atan2(r[1, 0], r[0, 0])
-    return 0.0, pitch, math.atan2(-r[0, 1], r[1, 1])
 
 
 def check_ipv4(ip: str) -> str:

@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from motormind.geometry import mat_to_rpy, rpy_to_mat  # noqa: F401 - re-exported for the server
+
 _OFF = math.atan2(284.5, 53.5)  # the link-2 elbow offset, 1.3849 rad
 
 # (d, a, alpha, theta_offset) per joint, mm / rad
@@ -37,30 +39,6 @@ JOINT_LIMITS = (
     (-1.692969, math.pi),
     (-2 * math.pi, 2 * math.pi),
 )
-
-
-def rpy_to_mat(roll: float, pitch: float, yaw: float) -> np.ndarray:
-    cr, sr = math.cos(roll), math.sin(roll)
-    cp, sp = math.cos(pitch), math.sin(pitch)
-    cy, sy = math.cos(yaw), math.sin(yaw)
-    return np.array([
-        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-        [-sp, cp * sr, cp * cr],
-    ])
-
-
-def mat_to_rpy(r: np.ndarray) -> tuple[float, float, float]:
-    sp = -float(r[2, 0])
-    sp = max(-1.0, min(1.0, sp))
-    pitch = math.asin(sp)
-    if abs(sp) < 1.0 - 1e-9:
-        roll = math.atan2(r[2, 1], r[2, 2])
-        yaw = math.atan2(r[1, 0], r[0, 0])
-    else:  # gimbal lock: put everything in yaw
-        roll = 0.0
-        yaw = math.atan2(-r[0, 1], r[1, 1])
-    return roll, pitch, yaw
 
 
 def _dh(theta: float, d: float, a: float, alpha: float) -> np.ndarray:
