@@ -255,8 +255,8 @@ def image_data_url(img, size: int | None = None, fmt: str = "png", quality: int 
 
 
 def _jsonable(o):
-    from ..record import _default, _finite
-    return json.loads(json.dumps(_finite(o), default=_default))
+    from ..record import _finite, json_default
+    return json.loads(json.dumps(_finite(o), default=json_default))
 
 
 _THINK = re.compile(r"<think>.*?</think>", flags=re.S)
