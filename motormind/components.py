@@ -454,8 +454,8 @@ class EpisodeBook:
 
     def on_report(self, report: dict) -> bool:
         """Count it; True when the report ends the episode (a fault)."""
-        if report["status"] == "rejected":
-            self.controller_rejections += 1
+        if report["status"] == "rejected" and report.get("source") != "operator":
+            self.controller_rejections += 1     # (an operator's rejection is not the Controller's)
         if report["status"] == "fault":
             self.finish("fault", report.get("reason", ""))
             return True

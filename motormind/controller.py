@@ -114,6 +114,9 @@ class Controller:
         self.estop_reason = ""
         self._lock = threading.Lock()          # one batch at a time
         self.current: dict | None = None       # {"batch": Batch, "index": k} while running
+        self._go = threading.Event()           # cleared by pause(): hold at the next action boundary
+        self._go.set()
+        self.pause_reason = ""
 
     # -- emergency stop -------------------------------------------------------------------------
     def emergency_stop(self, reason: str = "emergency stop") -> None:
@@ -133,6 +136,36 @@ class Controller:
     @property
     def estopped(self) -> bool:
         return self._estop.is_set()
+
+    # -- pause (an operator's hold) -------------------------------------------------------------
+    def pause(self, reason: str = "paused by operator") -> None:
+        """Hold at the next action boundary: the running command finishes, the next waits for
+        ``resume()``. A cancel or the e-stop still ends a held batch at once."""
+        self.pause_reason = reason
+        self._go.clear()
+        self.on_event("pause", {"reason": reason})
+
+    def resume(self) -> None:
+        self.pause_reason = ""
+        self._go.set()
+        self.on_event("resume", {})
+
+    @property
+    def paused(self) -> bool:
+        return not self._go.is_set()
+
+    @property
+    def busy(self) -> bool:
+        """A batch is being validated or executed (held at a boundary included)."""
+        return self._lock.locked()
+
+    def _hold(self, bid: str, i: int, cancel: CancelToken) -> None:
+        if self._go.is_set():
+            return
+        self.on_event("held", {"batch_id": bid, "index": i, "reason": self.pause_reason})
+        while not self._go.wait(0.05):
+            if self._estop.is_set() or cancel.cancelled:
+                return
 
     # -- validation -----------------------------------------------------------------------------
     def validate(self, data, obs: Observation | None = None, source: str = ""):
@@ -173,12 +206,13 @@ class Controller:
         return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj), reasons, header
 
     # -- execution ------------------------------------------------------------------------------
-    def run(self, data, cancel: CancelToken | None = None, source: str = "") -> Report:
-        """Validate and execute one batch (JSON text, dict, or Batch). Thread-safe: one at a time."""
+    def run(self, data, cancel: CancelToken | None = None, source: str = "", hold: bool = True) -> Report:
+        """Validate and execute one batch (JSON text, dict, or Batch). Thread-safe: one at a time.
+        ``hold=False``: a pause does not hold this batch (an operator's jog while paused)."""
         with self._lock:
-            return self._run(data, cancel or CancelToken(), source)
+            return self._run(data, cancel or CancelToken(), source, hold)
 
-    def _run(self, data, cancel: CancelToken, source: str) -> Report:
+    def _run(self, data, cancel: CancelToken, source: str, hold: bool = True) -> Report:
         t0 = self.clock()
         obs0 = self.robot.observe()
         if isinstance(data, Batch):
@@ -210,6 +244,8 @@ class Controller:
         steps_total = 0
         for i, cmd in enumerate(batch.commands):
             cj = cmd.to_json()
+            if not stop_reason and hold:
+                self._hold(bid, i, cancel)
             if not stop_reason and self._estop.is_set():
                 stop_reason, stop_status = f"emergency stop ({self.estop_reason})", "cancelled"
             if not stop_reason and cancel.cancelled:

@@ -33,7 +33,8 @@ def _brief_report(rep: Report | None) -> str:
 class EpisodeRunner:
     def __init__(self, robot, brain, instruction: str, recorder: Recorder | None = None,
                  config: EpisodeConfig | None = None, success_fn: Callable[[], bool] | None = None,
-                 steps_fn: Callable[[], int] | None = None, progress: Callable[[str], None] | None = None):
+                 steps_fn: Callable[[], int] | None = None, progress: Callable[[str], None] | None = None,
+                 operator=None, controller: Controller | None = None):
         self.robot = robot
         self.brain = brain
         self.instruction = instruction
@@ -44,7 +45,14 @@ class EpisodeRunner:
         self.steps_fn = steps_fn or (lambda: robot.observe().step)
         self.progress = progress or (lambda s: None)
         self.profile = robot.profile
-        self.controller = Controller(robot, self.profile, on_event=self._on_controller_event)
+        self.operator = operator        # console.desk.OperatorDesk: approval, pause, new instructions
+        self.controller_listeners: list = []   # fn(kind, data) for every Controller event
+        if controller is not None:      # the console's Controller: its e-stop latch outlives the episode
+            controller.on_event = self._on_controller_event
+            self.controller = controller
+        else:
+            self.controller = Controller(robot, self.profile, on_event=self._on_controller_event)
+        self.token: CancelToken | None = None   # the batch under way
         rec = self.rec
         self.planner = Planner(brain, rec)
         self.executor = Executor(brain, rec)
@@ -76,6 +84,14 @@ class EpisodeRunner:
         """Ask the episode to end after the current batch; the e-stop is controller.emergency_stop."""
         self._stop_reason = reason
 
+    def cancel(self, reason: str, source: str = "operator") -> bool:
+        """Cancel what is queued of the batch under way (honoured at the next action boundary)."""
+        tok = self.token
+        if tok is None or tok.cancelled:
+            return False
+        tok.cancel(reason, source)
+        return True
+
     def _observe(self, label: str):
         obs = self.robot.observe(images=self.cfg.images)
         if obs.images:
@@ -105,6 +121,8 @@ class EpisodeRunner:
             self.monitor_c.command_end(data, self.robot.observe().state_dict())
         elif kind in ("command_start", "command_end"):
             self.rec(kind, **data)
+        for fn in list(self.controller_listeners):
+            fn(kind, data)
 
     # -- the episode ----------------------------------------------------------------------------
     def run(self) -> EpisodeResult:
@@ -129,7 +147,11 @@ class EpisodeRunner:
         state, images = self._look("start")
         self._apply(self.planner_c.start(state, images))
         while not book.over:
+            if self.operator is not None:
+                self.operator.park(abort=lambda: bool(self._stop_reason))
             if book.check(self.steps_fn(), self.success_fn(), self._stop_reason):
+                break
+            if self.operator is not None and self._apply(self._new_instruction()):
                 break
             sg = ex.subgoal
             bid = book.next_batch_id()
@@ -137,12 +159,16 @@ class EpisodeRunner:
             prop = ex.propose(state, images, bid)
             decision = None
             if prop.batch is not None:
-                batch = prop.batch
-                self.rec("batch", batch=batch, brain=prop.brain, privileged=prop.privileged)
-                report = self._execute(batch, sg)
-                rep = report.to_json()
+                batch, source, note = self._review(prop.batch)
+                if batch is not None:
+                    self.rec("batch", batch=batch, brain=prop.brain, privileged=prop.privileged, source=source)
+                    report = self._execute(batch, sg)
+                    rep = report.to_json()
+                else:                      # rejected by the operator: nothing moves
+                    rep = self._operator_rejection(prop.batch, note)
                 self._emit("report", **rep)
-                self._say(f"{sg.id} {report.summary()[:150]}")
+                self._say(f"{sg.id} batch {rep['batch_id']}: {rep['status']}"
+                          + (f" - {rep['reason'][:120]}" if rep["reason"] else ""))
                 if book.on_report(rep):
                     break
                 if self.success_fn():
@@ -172,14 +198,53 @@ class EpisodeRunner:
                            bool(getattr(self.brain, "privileged", False)), ex.plan,
                            self.vlm["calls"], self.vlm["s"], self.motion_s)
 
+    # -- the operator (console) ----------------------------------------------------------------
+    def _new_instruction(self):
+        """A new task from the operator: the Planner replans for it (None: none waiting)."""
+        text = self.operator.take_instruction()
+        if not text:
+            return None
+        self.instruction = self.context.instruction = text
+        if self.monitor_c is not None:
+            self.monitor_c.instruction = text
+        self._emit("instruction", text=text, source="operator")
+        return self.planner_c.replan(f"the operator gave a new instruction: {text}", False, self._look)
+
+    def _review(self, batch: dict) -> tuple:
+        """Approval mode: the operator approves, edits or rejects the batch. -> (batch or None, source)"""
+        if self.operator is None:
+            return batch, "executor", ""
+        if self.operator.approval:
+            self.rec("review", batch=batch, id=batch.get("batch_id", ""))
+        r = self.operator.review(batch, abort=lambda: bool(self._stop_reason))
+        if r.decision == "auto":
+            return batch, "executor", ""
+        self.rec("review_decision", batch_id=batch.get("batch_id", ""), decision=r.decision, note=r.note, by=r.by,
+                 **({"edited_batch": r.batch} if r.decision == "edited" else {}))
+        self._say(f"batch {batch.get('batch_id')} {r.decision} by the operator" + (f": {r.note}" if r.note else ""))
+        return r.batch, {"approved": "executor (operator approved)", "edited": "operator (edited)"}.get(
+            r.decision, "executor"), r.note
+
+    def _operator_rejection(self, batch: dict, note: str) -> dict:
+        obs = self.robot.observe()
+        why = note if note.startswith(("rejected", "not run")) else "rejected by the operator" + (f": {note}" if note else "")
+        rep = Report(batch.get("batch_id", ""), batch.get("subgoal_id", ""), "rejected",
+                     [], reason=why, start_state=obs.state_dict(), end_state=obs.state_dict(), source="operator")
+        out = rep.to_json()
+        out["results"] = [{"index": i, "command": c, "status": "rejected", "reason": why, "commanded": {},
+                           "achieved": {}, "duration_s": 0.0, "steps": 0}
+                          for i, c in enumerate(batch.get("commands") or [])]
+        return out
+
     def _execute(self, batch: dict, sg) -> Report:
-        token = CancelToken()
+        token = self.token = CancelToken()
         if self.monitor_c:
             self.monitor_c.begin(batch, sg, token)
         t_m = time.monotonic()
         try:
             return self.controller.run(batch, token, source="executor")
         finally:
+            self.token = None
             self.motion_s += time.monotonic() - t_m
             if self.monitor_c:
                 self.monitor_c.end()

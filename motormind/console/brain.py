@@ -1,0 +1,56 @@
+"""Taking over a role: a brain wrapper that hands a taken-over role's call to the operator.
+
+The operator's answer is JSON text, exactly what a VLM would return, so it goes through the role's
+parse path: schema validation, one repair request quoting the error (the console shows it and asks
+again), fail-safe. An operator batch still meets the Controller's validation. Labelled ``operator``.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from ..brains.base import Brain, BrainReply, BrainRequest
+from .desk import OperatorDesk
+
+# what the console shows the operator of a role's context (the prompt's inputs, not the prompt)
+_SHOWN = ("instruction", "subgoal_id", "subgoal", "criterion", "batch_id", "state", "last_report", "last_verdict")
+
+
+def shown_context(req: BrainRequest) -> dict:
+    ctx = req.context or {}
+    out = {k: ctx[k] for k in _SHOWN if k in ctx}
+    if isinstance(out.get("state"), str):
+        try:
+            out["state"] = json.loads(out["state"])
+        except ValueError:
+            pass
+    return out
+
+
+def repair_error(req: BrainRequest) -> str:
+    """The parse error quoted in a repair request (the last user turn of the history), if any."""
+    for turn in reversed(req.history or []):
+        if turn.get("role") == "user":
+            return str(turn.get("content", ""))[:600]
+    return ""
+
+
+class OperatorBrain(Brain):
+    def __init__(self, inner: Brain, desk: OperatorDesk, abort=None):
+        self.inner = inner
+        self.desk = desk
+        self.abort = abort
+        self.name = inner.name
+        self.privileged = getattr(inner, "privileged", False)
+
+    def respond(self, req: BrainRequest) -> BrainReply:
+        if req.role in self.desk.takeover:
+            t0 = time.perf_counter()
+            text = self.desk.ask(req.role, shown_context(req), repair_error(req), self.abort)
+            if text is not None:
+                return BrainReply(text, "operator", time.perf_counter() - t0, privileged=False,
+                                  meta={"source": "operator console"})
+        return self.inner.respond(req)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,160 @@
+"""The console's actions, one method each, over a transport (in-process or ROS 2).
+
+Every action an operator takes arrives here as ``act(action, args, who)``; the answer is a dict
+(shown in the browser) or an ``ActionError`` naming the field and the limit. Every action, taken
+or refused, is recorded as an ``operator_action`` event with its time, in the episode record.
+
+The desk actions (approval, approve, reject, takeover, answer) are the same on every transport; the
+robot actions (instruction, pause, resume, cancel, estop, reset, jog) are the transport's.
+"""
+from __future__ import annotations
+
+import json
+
+from ..commands import OPS
+from .desk import TAKEOVER_ROLES, OperatorDesk
+from .view import ConsoleView
+
+JOG_OPS = ("move", "rotate", "gripper")
+
+
+class ActionError(Exception):
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def _obj(args: dict, name: str):
+    v = args.get(name)
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError as e:
+            raise ActionError(f"{name}: not JSON ({e})") from None
+    return v
+
+
+class Runtime:
+    transport = "?"
+    ACTIONS = ("claim", "release", "instruction", "pause", "resume", "cancel", "estop", "reset", "jog",
+               "approval", "approve", "reject", "takeover", "answer")
+    FREE = ("claim", "release", "estop")      # need the token but not control (the e-stop always works)
+
+    def __init__(self, view: ConsoleView | None = None, desk: OperatorDesk | None = None):
+        self.view = view or ConsoleView()
+        self.desk = desk or OperatorDesk()
+        self.desk.listeners.append(self._desk_changed)
+        self._jog_n = 0
+
+    def _desk_changed(self) -> None:
+        self.view.set_extra(desk=self.desk.snapshot())
+
+    # -- to be given by the transport ------------------------------------------------------------
+    def record(self, kind: str, **data) -> None:
+        raise NotImplementedError
+
+    # -- dispatch -------------------------------------------------------------------------------
+    def act(self, action: str, args: dict, who: dict) -> dict:
+        """``who``: {"client": id, "name": shown name}. Raises ActionError."""
+        if action not in self.ACTIONS:
+            raise ActionError(f"action: unknown {action!r} (one of {', '.join(self.ACTIONS)})", 404)
+        if not isinstance(args, dict):
+            raise ActionError("body: a JSON object is expected")
+        by = who.get("name") or "operator"
+        if action not in self.FREE:
+            if self.desk.holder is None:
+                self.desk.claim(who["client"], by)
+            elif not self.desk.in_control(who["client"]):
+                msg = f"{self.desk.holder['name']} is in control: take control first (one operator at a time)"
+                self.record("operator_action", action=action, by=by, ok=False, detail=msg, args=args)
+                raise ActionError(msg, 409)
+        try:
+            out = getattr(self, f"do_{action}")(args, who) or {}
+        except ActionError as e:
+            self.record("operator_action", action=action, by=by, ok=False, detail=str(e), args=args)
+            raise
+        self.record("operator_action", action=action, by=by, ok=True, detail=out.get("detail", ""), args=args)
+        return {"ok": True, **out}
+
+    # -- control --------------------------------------------------------------------------------
+    def do_claim(self, args, who):
+        ok, msg = self.desk.claim(who["client"], who.get("name") or "operator", bool(args.get("force")))
+        if not ok:
+            raise ActionError(msg, 409)
+        return {"detail": msg}
+
+    def do_release(self, args, who):
+        return {"detail": "released control" if self.desk.release(who["client"]) else "was not in control"}
+
+    # -- desk actions ---------------------------------------------------------------------------
+    def do_approval(self, args, who):
+        on = args.get("on")
+        if not isinstance(on, bool):
+            raise ActionError("on: true or false expected")
+        self.desk.set_approval(on)
+        return {"detail": f"approval mode {'on: each batch waits for you' if on else 'off'}"}
+
+    def do_approve(self, args, who):
+        pid = args.get("id")
+        batch = _obj(args, "batch")
+        if batch is not None and not isinstance(batch, dict):
+            raise ActionError("batch: an edited batch must be a JSON object {\"commands\": [...]}")
+        try:
+            self.desk.decide(str(pid), "approve", batch, str(args.get("note", "")), who.get("name", ""))
+        except KeyError as e:
+            raise ActionError(str(e.args[0]), 404) from None
+        return {"detail": f"{pid}: {'edited and approved' if batch is not None else 'approved'}"}
+
+    def do_reject(self, args, who):
+        pid = args.get("id")
+        try:
+            self.desk.decide(str(pid), "reject", None, str(args.get("note", "")), who.get("name", ""))
+        except KeyError as e:
+            raise ActionError(str(e.args[0]), 404) from None
+        return {"detail": f"{pid}: rejected"}
+
+    def do_takeover(self, args, who):
+        role, on = args.get("role"), args.get("on")
+        if role not in TAKEOVER_ROLES:
+            raise ActionError(f"role: {role!r} cannot be taken over (one of {', '.join(TAKEOVER_ROLES)})")
+        if not isinstance(on, bool):
+            raise ActionError("on: true or false expected")
+        self.desk.set_takeover(role, on)
+        return {"detail": f"{role} {'taken over: you answer it' if on else 'given back to the brain'}"}
+
+    def do_answer(self, args, who):
+        pid, ans = args.get("id"), args.get("answer")
+        if isinstance(ans, (dict, list)):
+            ans = json.dumps(ans)
+        if not isinstance(ans, str) or not ans.strip():
+            raise ActionError("answer: the role's JSON answer is required")
+        try:
+            role = self.desk.answer(str(pid), ans, who.get("name", ""))
+        except KeyError as e:
+            raise ActionError(str(e.args[0]), 404) from None
+        return {"detail": f"answered the {role} (it is validated like any brain's answer)"}
+
+    # -- shared checks --------------------------------------------------------------------------
+    @staticmethod
+    def jog_command(args) -> dict:
+        cmd = _obj(args, "command")
+        if not isinstance(cmd, dict):
+            raise ActionError('command: a jog is one command object, e.g. {"op": "move", "direction": "up", '
+                              '"distance_mm": 10}')
+        if cmd.get("op") not in JOG_OPS:
+            raise ActionError(f"command.op: a jog is one of {', '.join(JOG_OPS)} (got {cmd.get('op')!r}; "
+                              f"vocabulary: {', '.join(OPS)})")
+        return cmd
+
+    def next_jog_id(self) -> str:
+        self._jog_n += 1
+        return f"jog{self._jog_n}"
+
+    @staticmethod
+    def instruction_text(args) -> str:
+        text = args.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ActionError("text: the instruction is empty")
+        if len(text) > 500:
+            raise ActionError(f"text: {len(text)} characters exceed the limit of 500")
+        return text.strip()

@@ -1,0 +1,223 @@
+// MotorMind operator console. Renders the server's view (pushed over Server-Sent Events) and sends
+// operator actions. Untrusted text is only ever set as textContent.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const store = window.sessionStorage;
+if (location.hash.startsWith("#token=")) {
+  store.setItem("mm-token", decodeURIComponent(location.hash.slice(7)));
+  history.replaceState(null, "", location.pathname);       // the token leaves the address bar
+}
+if (!store.getItem("mm-client")) store.setItem("mm-client", Math.random().toString(36).slice(2, 12));
+const client = store.getItem("mm-client");
+$("token").value = store.getItem("mm-token") || "";
+$("name").value = store.getItem("mm-name") || "operator";
+$("token").addEventListener("change", () => { store.setItem("mm-token", $("token").value.trim()); render(last); });
+$("name").addEventListener("change", () => store.setItem("mm-name", $("name").value.trim() || "operator"));
+
+let last = null;
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of kids.flat()) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
+  return e;
+}
+const st = (s) => el("span", { class: "st st-" + String(s || "").split(" ")[0] }, s || "?");
+const fmt = (v) => (typeof v === "object" ? JSON.stringify(v) : String(v));
+
+function show(target, text, ok) {
+  const r = $(target);
+  r.textContent = text;
+  r.className = "result " + (ok ? "ok" : "error");
+}
+
+async function act(action, body, target = "action-result") {
+  const token = $("token").value.trim();
+  try {
+    const resp = await fetch("/api/action/" + action, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-MotorMind-Token": token,
+                 "X-MotorMind-Client": client, "X-MotorMind-Name": $("name").value.trim() || "operator" },
+      body: JSON.stringify(body || {}),
+    });
+    const out = await resp.json();
+    show(target, out.ok ? `${action}: ${out.detail || "ok"}` : `${action} refused: ${out.error}`, out.ok);
+    return out;
+  } catch (e) {
+    show(target, `${action}: ${e}`, false);
+    return { ok: false };
+  }
+}
+
+// -- controls -------------------------------------------------------------------------------
+$("btn-estop").addEventListener("click", () => act("estop"));
+document.addEventListener("keydown", (ev) => {
+  if (ev.key === "Escape") { ev.preventDefault(); act("estop"); }
+});
+$("btn-reset").addEventListener("click", () => act("reset"));
+$("btn-claim").addEventListener("click", () => act("claim", { force: true }));
+$("btn-pause").addEventListener("click", () => act("pause"));
+$("btn-resume").addEventListener("click", () => act("resume"));
+$("btn-cancel").addEventListener("click", () => act("cancel"));
+$("form-instruction").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  act("instruction", { text: $("instruction").value });
+});
+$("approval").addEventListener("change", (ev) => act("approval", { on: ev.target.checked }));
+$("take-executor").addEventListener("change", (ev) => act("takeover", { role: "executor", on: ev.target.checked }));
+$("take-verifier").addEventListener("change", (ev) => act("takeover", { role: "verifier", on: ev.target.checked }));
+
+function jog(command) { return act("jog", { command }, "jog-result"); }
+const mm = () => Number($("jog-mm").value);
+const deg = () => Number($("jog-deg").value);
+const JOG = [
+  ["forward", "+x forward"], ["back", "-x back"], ["left", "+y left"], ["right", "-y right"],
+  ["up", "+z up"], ["down", "-z down"],
+];
+for (const [dir, label] of JOG) {
+  $("jog-pad").append(el("button", { id: "jog-" + dir, onclick: () => jog({ op: "move", direction: dir, distance_mm: mm() }) }, label));
+}
+$("jog-pad").append(
+  el("button", { id: "jog-yaw-plus", onclick: () => jog({ op: "rotate", axis: "yaw", angle_deg: deg() }) }, "yaw +"),
+  el("button", { id: "jog-yaw-minus", onclick: () => jog({ op: "rotate", axis: "yaw", angle_deg: -deg() }) }, "yaw −"),
+  el("button", { id: "jog-open", onclick: () => jog({ op: "gripper", action: "open" }) }, "open"),
+  el("button", { id: "jog-close", onclick: () => jog({ op: "gripper", action: "close" }) }, "close"),
+);
+
+// -- rendering ------------------------------------------------------------------------------
+function renderCameras(s) {
+  const box = $("cameras");
+  const cams = Object.entries(s.frames || {});
+  if (!cams.length) return;
+  if (box.querySelector(".muted")) box.textContent = "";
+  for (const [cam, f] of cams) {
+    let img = box.querySelector(`img[data-camera="${CSS.escape(cam)}"]`);
+    if (!img) {
+      const fig = el("figure", {}, img = el("img", { "data-camera": cam, alt: cam }), el("figcaption", {}, cam));
+      box.append(fig);
+    }
+    if (img.dataset.seq !== String(f.seq)) {
+      img.dataset.seq = String(f.seq);
+      img.src = `/api/frame/${encodeURIComponent(cam)}?seq=${f.seq}`;
+      img.nextSibling.textContent = `${cam} · frame ${f.seq} · ${f.t.toFixed(1)} s`;
+    }
+  }
+}
+
+function renderPending(s, canAct) {
+  const box = $("pending");
+  const items = (s.desk && s.desk.pending) || [];
+  const keep = new Set(items.map((p) => p.id));
+  for (const node of [...box.children]) if (!keep.has(node.dataset.id)) node.remove();
+  if (!items.length) { if (!box.children.length) box.append(el("div", { class: "muted", "data-id": "" }, "nothing")); return; }
+  const none = box.querySelector('[data-id=""]'); if (none) none.remove();
+  for (const p of items) {
+    if (box.querySelector(`[data-id="${CSS.escape(p.id)}"]`)) continue;
+    let node;
+    if (p.kind === "review") {
+      const ta = el("textarea", { rows: 7, class: "edit" }, JSON.stringify({ commands: p.batch.commands }, null, 1));
+      const note = el("input", { placeholder: "note (optional)", class: "note" });
+      node = el("div", { class: "pending-item review", "data-id": p.id },
+        el("div", {}, st("awaiting approval"), ` batch ${p.batch.batch_id} for ${p.batch.subgoal_id}`),
+        ta, note,
+        el("div", { class: "row" },
+          el("button", { class: "approve", onclick: () => act("approve", { id: p.id, note: note.value }) }, "approve"),
+          el("button", { class: "approve-edited", onclick: () => act("approve", { id: p.id, batch: ta.value, note: note.value }) }, "approve edited"),
+          el("button", { class: "reject", onclick: () => act("reject", { id: p.id, note: note.value }) }, "reject")));
+    } else {
+      const c = p.context || {};
+      const hint = p.role === "executor"
+        ? '{"commands": [{"op": "move", "direction": "down", "distance_mm": 10}, {"op": "done"}]}'
+        : '{"achieved": true, "evidence": "what I see"}';
+      const ta = el("textarea", { rows: 5, class: "answer", placeholder: hint });
+      node = el("div", { class: "pending-item answer", "data-id": p.id },
+        el("div", {}, st("awaiting"), ` you are the ${p.role}: subgoal ${c.subgoal_id || "?"} — ${c.subgoal || ""}`),
+        el("div", { class: "muted" }, `criterion: ${c.criterion || ""}`),
+        p.error ? el("div", { class: "reason" }, `your last answer was refused: ${p.error}`) : null,
+        ta, el("button", { class: "send-answer", onclick: () => act("answer", { id: p.id, answer: ta.value }) }, `send as ${p.role}`));
+    }
+    box.append(node);
+  }
+  for (const b of box.querySelectorAll("button")) b.disabled = !canAct;
+}
+
+function renderQueue(s) {
+  const box = $("queue");
+  box.textContent = "";
+  for (const b of s.batches || []) {
+    const div = el("div", { class: "batch", "data-batch": b.batch_id },
+      el("div", {}, st(b.status), el("b", {}, b.batch_id), ` ${b.subgoal_id || ""} `, el("span", { class: "muted" }, b.source || ""),
+        b.reason ? el("div", { class: "reason" }, b.reason) : null));
+    for (const c of b.commands || []) {
+      const ach = c.achieved && c.achieved.translation_mm ? ` → achieved ${fmt(c.achieved.translation_mm)} mm` : "";
+      div.append(el("div", { class: "cmd" }, st(c.status), `[${c.index}] ${fmt(c.command)}${ach}`,
+        c.reason ? el("span", { class: "reason" }, ` — ${c.reason}`) : null));
+    }
+    box.append(div);
+  }
+}
+
+function list(id, items, line) {
+  const box = $(id);
+  box.textContent = "";
+  for (const it of items || []) box.append(line(it));
+}
+
+function render(s) {
+  if (!s) return;
+  last = s;
+  const ep = s.episode || {};
+  $("transport").textContent = s.transport ? `· ${s.transport}` : "";
+  $("episode").textContent = ep.status === "idle" ? "no episode running"
+    : `${ep.status}: “${ep.instruction || ""}” · brain ${ep.brain || "?"}${ep.privileged ? " [oracle: privileged simulator state]" : ""}`
+      + (ep.outcome ? ` · ${ep.outcome}: ${ep.reason}` : "");
+  const desk = s.desk || {};
+  const holder = desk.holder;
+  const mine = holder && holder.client === client;
+  const hasToken = !!$("token").value.trim();
+  $("holder").textContent = holder ? `in control: ${holder.name}${mine ? " (you)" : ""}` : "nobody in control";
+  $("mode").textContent = !hasToken ? "read-only" : mine ? "operator" : "token given";
+  $("mode").className = "badge " + (mine ? "op" : "ro");
+  const ctl = s.controller || {};
+  const es = $("estop-state");
+  es.textContent = ctl.estop ? `E-STOP LATCHED: ${ctl.estop_reason}` : ctl.paused ? `paused${ctl.held ? " (holding " + ctl.held + ")" : ""}` : "running";
+  es.className = "estop-state" + (ctl.estop ? " latched" : "");
+  const canAct = hasToken && (!holder || mine);
+  for (const b of document.querySelectorAll(".controls button, .controls input, #jog-pad button, #btn-reset")) b.disabled = !canAct;
+  $("btn-estop").disabled = false;                 // always there; without the token the server refuses it
+  $("approval").checked = !!desk.approval;
+  $("take-executor").checked = (desk.takeover || []).includes("executor");
+  $("take-verifier").checked = (desk.takeover || []).includes("verifier");
+
+  renderCameras(s);
+  const m = s.measured || {};
+  list("measured", Object.entries(m), ([k, v]) => el("tr", {}, el("td", {}, k), el("td", { "data-key": k }, fmt(v))));
+  list("plan", s.plan, (sg) => el("li", { "data-subgoal": sg.id }, st(sg.status), el("b", {}, sg.id), ` ${sg.description} `,
+    el("span", { class: "muted" }, `(${sg.success_criterion})`)));
+  renderPending(s, canAct);
+  renderQueue(s);
+  list("alerts", s.alerts, (a) => el("li", { class: "lvl-warn" }, `${a.t.toFixed(1)} s ${a.source}: ${a.text}`));
+  list("verdicts", s.verdicts, (v) => el("li", { class: v.achieved ? "lvl-ok" : "lvl-warn" },
+    `${v.t.toFixed(1)} s ${v.subgoal_id}: ${v.achieved ? "achieved" : "REJECTED"} — ${v.evidence} (${v.brain})`));
+  const mem = s.memory || {};
+  $("memory").textContent = (mem.summary || "") + (mem.facts || []).map((f) => "\n• " + f).join("");
+  const tot = s.vlm_totals || {};
+  $("vlm-totals").textContent = `${tot.calls || 0} calls · ${(tot.latency_s || 0).toFixed(2)} s · ${tot.input_tokens || 0}/${tot.output_tokens || 0} tokens`;
+  list("vlm", s.vlm, (c) => el("tr", { class: c.ok ? "" : "lvl-warn" }, el("td", {}, `${c.t.toFixed(1)} s`), el("td", {}, c.role),
+    el("td", {}, c.brain), el("td", {}, `${(c.latency_s || 0).toFixed(3)} s`), el("td", {}, `${c.input_tokens}/${c.output_tokens} tok`),
+    el("td", {}, c.ok ? "ok" : `refused: ${c.error}`)));
+  list("timeline", s.timeline, (e) => el("li", { class: "lvl-" + e.level }, `${e.t.toFixed(1)} s `, el("b", {}, e.kind), ` ${e.text}`));
+}
+
+function connect() {
+  const es = new EventSource("/api/stream");
+  es.addEventListener("state", (ev) => render(JSON.parse(ev.data)));
+  es.onerror = () => { $("episode").textContent = "connection lost; retrying…"; };
+}
+fetch("/api/state").then((r) => r.json()).then(render).catch(() => {});
+connect();
