@@ -12,7 +12,8 @@ def _run(args) -> int:
                    brain=args.brain or ("openai" if args.vlm else "oracle"), max_steps=args.max_steps,
                    wall_budget_s=args.wall_budget, image_size=args.image_size, images=not args.no_images,
                    out=args.out, media=not args.no_media, vlm=args.vlm, vlm_set=tuple(args.vlm_set),
-                   mcap=args.mcap)
+                   mcap=args.mcap, console=args.console, console_token=args.console_token,
+                   approval=args.approval, console_hold=args.console_hold)
     if spec.brain == "openai":       # a bad --vlm fails before the simulation is built
         from .brains.openai_brain import load_vlm_config
         from .errors import ConfigError
@@ -70,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=None, help="run directory (default: runs/<time>_<suite>_t<task>_i<init>_<brain>)")
     r.add_argument("--mcap", default=None, metavar="FILE",
                    help="also record the episode as MCAP (ROS 2 bag format; relative to the run directory)")
+    r.add_argument("--console", nargs="?", const="127.0.0.1:8765", default=None, metavar="[HOST:]PORT",
+                   help="attach the operator console (default 127.0.0.1:8765; port 0: any free port); "
+                        "prints its URL and control token")
+    r.add_argument("--console-token", default=None, help="the console's control token (default: random, printed)")
+    r.add_argument("--approval", action="store_true", help="with --console: every batch waits for the operator")
+    r.add_argument("--console-hold", action="store_true",
+                   help="with --console: keep the console up after the episode until Ctrl-C")
     r.set_defaults(fn=_run)
     for name in PLUGINS:
         try:

@@ -29,6 +29,10 @@ class RunSpec:
     vlm: str | None = None              # --brain openai: a VLM config (configs/vlm/NAME.yaml or a path)
     vlm_set: tuple = ()                 # overrides of that config, "key=value" (dotted keys)
     mcap: str | None = None             # also record as MCAP (ROS 2 bag format); a relative path is in the run dir
+    console: str | None = None          # attach the operator console: "PORT" or "HOST:PORT" (docs/console.md)
+    console_token: str | None = None    # its control token (default: a new random one, printed)
+    approval: bool = False              # the console starts in approval mode
+    console_hold: bool = False          # keep the console up after the episode until Ctrl-C
 
 
 def default_run_dir(spec: RunSpec, root: str = "runs") -> Path:
@@ -80,6 +84,34 @@ def vlm_totals(rec: Recorder) -> dict:
     return tot
 
 
+def _attach_console(spec: RunSpec, robot, rec: Recorder, progress):
+    from .console.session import ConsoleSession
+    from .errors import ConfigError
+    host, _, port = spec.console.rpartition(":")
+    try:
+        port_n = int(port)
+    except ValueError:
+        raise ConfigError(f"--console: {spec.console!r} is not PORT or HOST:PORT") from None
+    if not 0 <= port_n < 65536:
+        raise ConfigError(f"--console: port {port_n} is outside 0..65535")
+    try:
+        console = ConsoleSession(robot, host or "127.0.0.1", port_n, spec.console_token, spec.approval,
+                                 frames=spec.images)
+    except OSError as e:
+        raise ConfigError(f"--console: cannot serve on {host or '127.0.0.1'}:{port_n}: {e}") from None
+    console.runtime.watch(rec)
+    progress(console.banner())
+    return console
+
+
+def _hold() -> None:
+    import threading
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+
+
 def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = None, robot=None,
                 brain_wrapper=None) -> dict:
     """Run one episode; returns the summary dict (also written to RUN_DIR/summary.json).
@@ -110,7 +142,10 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
     rec = Recorder(run_dir)         # after the robot: a bad suite/task/init leaves no empty record
     base_brain = None
     mcap = None
+    console = None
     try:
+        if spec.console is not None:
+            console = _attach_console(spec, robot, rec, progress)
         if spec.mcap:
             from .mcap_record import McapRecorder
             mcap = McapRecorder(Path(spec.mcap) if Path(spec.mcap).is_absolute() else run_dir / spec.mcap).attach(rec)
@@ -136,8 +171,12 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         cfg.max_steps = robot.budget
         cfg.wall_budget_s = spec.wall_budget_s
         cfg.images = spec.images
-        runner = EpisodeRunner(robot, brain, instruction, rec, cfg, success_fn=robot.success,
-                               steps_fn=lambda: robot.steps_used, progress=progress)
+        if console is not None:
+            runner = console.runner(brain, instruction, rec, cfg, success_fn=robot.success,
+                                    steps_fn=lambda: robot.steps_used, progress=progress)
+        else:
+            runner = EpisodeRunner(robot, brain, instruction, rec, cfg, success_fn=robot.success,
+                                   steps_fn=lambda: robot.steps_used, progress=progress)
         if mcap:
             runner.observers.append(mcap.observe)
         result = runner.run()
@@ -157,8 +196,15 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         if spec.media:
             summary["media"] = rec.write_media()
         rec.write_json("summary.json", summary)
+        if console is not None:
+            console.detach(f"the episode ended: {result.outcome}")
+            if spec.console_hold:
+                progress(f"episode over; the console stays at {console.url} (Ctrl-C to quit)")
+                _hold()
         return summary
     finally:
+        if console is not None:
+            console.close()
         if mcap:
             mcap.close()
         if base_brain is not None:

@@ -54,3 +54,29 @@ class OperatorBrain(Brain):
 
     def close(self) -> None:
         self.inner.close()
+
+
+class OperatorOnlyBrain(Brain):
+    """No VLM at all: the operator plays the Executor and the Verifier through the console.
+
+    The Planner's answer is one subgoal, the instruction itself, judged by the operator; the Monitor
+    never cancels; Memory keeps a one-line summary. The Executor and Verifier stay taken over (the
+    desk refuses to give them back: there is nobody else to answer). Labelled ``operator``."""
+    name = "operator"
+    privileged = False
+    roles = ("executor", "verifier")
+
+    def respond(self, req: BrainRequest) -> BrainReply:
+        ctx = req.context or {}
+        if req.role == "planner":
+            ans = {"schema_version": 1, "source": "operator", "subgoals": [{
+                "id": "task", "description": str(ctx.get("instruction", "the operator's task"))[:500],
+                "success_criterion": "the operator confirms it is done"}]}
+        elif req.role == "monitor":
+            ans = {"schema_version": 1, "cancel": False, "reason": "no monitor: the operator watches"}
+        elif req.role == "memory":
+            ans = {"schema_version": 1, "summary": "operator-driven session (no VLM)", "facts": []}
+        else:        # the desk keeps these taken over; reaching here means the console closed mid-call
+            return BrainReply("", self.name, meta={"source": "operator console",
+                                                   "error": f"no operator answered the {req.role}"})
+        return BrainReply(json.dumps(ans), self.name)

@@ -54,6 +54,7 @@ class OperatorDesk:
         self.approval = False
         self.paused = False
         self.takeover: set[str] = set()
+        self.locked: set[str] = set()            # roles only the operator can answer (no brain behind)
         self.pending: dict[str, Pending] = {}
         self._decisions: dict[str, dict] = {}
         self._ids = itertools.count(1)
@@ -76,6 +77,7 @@ class OperatorDesk:
         with self._cv:
             return {"approval": self.approval, "paused": self.paused, "takeover": sorted(self.takeover),
                     "pending": [p.to_json() for p in self.pending.values()], "holder": self.holder,
+                    "locked": sorted(self.locked), "queued_instructions": list(self.instructions),
                     "parked": self.parked, "closed": self.closed}
 
     def set_approval(self, on: bool) -> None:
@@ -92,7 +94,17 @@ class OperatorDesk:
         if role not in TAKEOVER_ROLES:
             raise ValueError(f"takeover.role: {role!r} cannot be taken over (one of {', '.join(TAKEOVER_ROLES)})")
         with self._cv:
+            if not on and role in self.locked:
+                raise ValueError(f"takeover.role: the {role} cannot be given back: no brain answers it in "
+                                 "this console (it runs without a VLM)")
             (self.takeover.add if on else self.takeover.discard)(role)
+            self._changed()
+
+    def lock_takeover(self, roles) -> None:
+        """These roles are the operator's for good (an operator-only brain)."""
+        with self._cv:
+            self.locked |= set(roles)
+            self.takeover |= set(roles)
             self._changed()
 
     def add_instruction(self, text: str) -> None:
@@ -100,8 +112,11 @@ class OperatorDesk:
             self.instructions.append(text)
             self._changed()
 
-    def take_instruction(self) -> str | None:
+    def take_instruction(self, timeout: float = 0.0) -> str | None:
+        """The oldest new task, waiting up to ``timeout`` s for one (None: none came)."""
         with self._cv:
+            if timeout > 0:
+                self._cv.wait_for(lambda: bool(self.instructions), timeout)
             if not self.instructions:
                 return None
             text = self.instructions.pop(0)

@@ -45,9 +45,14 @@ class InProcessRuntime(Runtime):
         """Attach to an EpisodeRunner built with ``operator=self.desk, controller=self.controller``."""
         self.runner = runner
         self.desk.open()
-        runner.rec.listeners.append(self.view.on_event)
+        self.watch(runner.rec)
         runner.controller_listeners.append(self._on_runner_controller_event)
         runner.observers.append(self._on_look)
+
+    def watch(self, rec) -> None:
+        """Show this record's events (before the runner exists: the episode's start)."""
+        if self.view.on_event not in rec.listeners:
+            rec.listeners.append(self.view.on_event)
 
     def detach(self, reason: str = "the episode is over") -> None:
         self.desk.close(reason)
@@ -155,7 +160,7 @@ class InProcessRuntime(Runtime):
             valid, reasons, _ = self.controller.validate(batch, self.robot.observe(), "operator")
             self.record("batch", batch=batch, source=f"operator jog ({who.get('name') or 'operator'})",
                         brain="operator", privileged=False)
-            if valid is None:
+            if valid is None or self.controller.estopped:
                 rep = self.controller.run(batch, source="operator")      # rejected: moves nothing
                 self.record("report", **rep.to_json())
                 raise ActionError(f"jog rejected: {rep.reason}", 422)

@@ -119,7 +119,10 @@ class Runtime:
             raise ActionError(f"role: {role!r} cannot be taken over (one of {', '.join(TAKEOVER_ROLES)})")
         if not isinstance(on, bool):
             raise ActionError("on: true or false expected")
-        self.desk.set_takeover(role, on)
+        try:
+            self.desk.set_takeover(role, on)
+        except ValueError as e:
+            raise ActionError(str(e), 409) from None
         return {"detail": f"{role} {'taken over: you answer it' if on else 'given back to the brain'}"}
 
     def do_answer(self, args, who):

@@ -97,7 +97,7 @@ class ConsoleView:
 
     def _fold(self, ev: dict) -> None:  # noqa: C901 - one branch per event kind, flat on purpose
         k = ev.get("kind", "")
-        t = ev.get("t", self.now())
+        t = self.now()             # console time: records (episodes, the session) each start their own clock
         if k == "episode_start":
             self.episode = {"status": "running", "instruction": ev.get("instruction", ""),
                             "brain": ev.get("brain", ""), "privileged": bool(ev.get("privileged")),

@@ -1,0 +1,117 @@
+"""``motormind console``: the operator console, hosting a robot in-process or attached to ROS 2.
+
+    motormind console --robot fake                        # rehearse: the kinematic fake, you drive
+    motormind console --robot xarm6 --robot-ip 127.0.0.1  # the arm (or its emulator)
+    motormind console --robot xarm6 --robot-ip ... --brain openai --vlm openai   # a VLM drives, you watch
+    motormind console --ros                               # a ROS 2 node on /motormind (motormind launch ...)
+
+``motormind run --console`` attaches the same console to a LIBERO-PRO episode.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+
+def register(sub) -> None:
+    p = sub.add_parser("console", help="the operator console: watch, approve, jog and stop, from a browser",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--robot", choices=["fake", "xarm6"], default=None,
+                   help="host this robot in-process (episodes start from instructions submitted on the page)")
+    p.add_argument("--ros", action="store_true", help="attach to a running ROS 2 graph (/motormind topics) instead")
+    p.add_argument("--robot-ip", default=None, help="xArm6 controller IPv4 address (a real arm or `motormind emulate`)")
+    p.add_argument("--command-port", type=int, default=502, help="xArm6 command port (the emulator's, if not 502)")
+    p.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
+                   help="xArm6 camera: an OpenCV device index or stream URL; repeatable")
+    p.add_argument("--brain", choices=["operator", "openai"], default="operator",
+                   help="operator: no VLM, you write the batches and the verdicts (default); "
+                        "openai: a VLM configured by --vlm drives and you supervise")
+    p.add_argument("--vlm", default=None, metavar="CONFIG", help="VLM config for --brain openai (configs/vlm/)")
+    p.add_argument("--vlm-set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to serve on (default 127.0.0.1; anything else is reachable from the network)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP port (0: any free port)")
+    p.add_argument("--token", default=None, help="the control token (default: a new random one, printed)")
+    p.add_argument("--approval", action="store_true", help="start in approval mode: every batch waits for you")
+    p.add_argument("--instruction", default=None, help="start a first episode with this instruction")
+    p.add_argument("--realtime", action="store_true", help="--robot fake: move in real time (as a real arm would)")
+    p.add_argument("--out", default="runs/console", help="where episode records go (one folder each)")
+    p.add_argument("--domain-id", type=int, default=None, help="--ros: ROS_DOMAIN_ID")
+    p.set_defaults(fn=_main)
+
+
+def _robot(a):
+    from ..errors import ConfigError
+    if a.robot == "fake":
+        from ..robots.fake import FakeRobot
+        return FakeRobot(realtime=a.realtime, image_size=96)
+    if not a.robot_ip:
+        raise ConfigError("--robot-ip: required for --robot xarm6 (the controller's IPv4 address)")
+    from ..robots.xarm6 import XArm6Robot
+    cams = {}
+    for item in a.camera:
+        name, sep, src = item.partition("=")
+        if not sep or not name or not src:
+            raise ConfigError(f"--camera: {item!r} is not NAME=SOURCE (e.g. front=0 or front=rtsp://...)")
+        cams[name] = src
+    return XArm6Robot(a.robot_ip, "xarm6", command_port=a.command_port, cameras=cams or None)
+
+
+def _brain_factory(a, robot):
+    if a.brain == "operator":
+        from .brain import OperatorOnlyBrain
+        return OperatorOnlyBrain
+    from ..brains.openai_brain import build_openai_brain, load_vlm_config
+    from ..errors import ConfigError
+    try:
+        load_vlm_config(a.vlm or "openai", tuple(a.vlm_set))
+    except ConfigError as e:
+        raise ConfigError(f"--vlm: {e}") from None
+    return lambda: build_openai_brain(a.vlm or "openai", robot, robot.profile, tuple(a.vlm_set), None)
+
+
+def _wait_for_signal() -> None:
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    while not done.wait(0.5):
+        pass
+
+
+def _main(a) -> int:
+    from ..errors import ConfigError
+    if a.ros == bool(a.robot):
+        raise ConfigError("console: give either --robot fake|xarm6 (in-process) or --ros (attach to ROS 2)")
+    if a.ros:
+        if a.domain_id is not None:
+            import os
+            os.environ["ROS_DOMAIN_ID"] = str(a.domain_id)
+        from ..ros.console_node import run_console_node
+        return run_console_node(a.host, a.port, a.token)
+    from ..components import EpisodeConfig
+    from .session import EpisodeHost
+
+    def say(s: str) -> None:
+        print(s, file=sys.stderr, flush=True)
+
+    robot = _robot(a)
+    host = None
+    try:
+        make = _brain_factory(a, robot)
+        host = EpisodeHost(robot, make, a.out, a.host, a.port, a.token, a.approval,
+                           config=lambda: EpisodeConfig(wall_budget_s=3600.0), progress=say,
+                           robot_label=a.robot).start()
+        print(host.session.banner(), flush=True)
+        say(f"robot: {robot.profile.description}; brain: {a.brain}; records under {a.out}/. Ctrl-C to quit.")
+        if a.instruction:
+            host.session.desk.add_instruction(a.instruction)
+        _wait_for_signal()
+        say("console: stopping (the robot is stopped first)")
+        return 0
+    finally:
+        if host is not None:
+            host.session.controller.emergency_stop("console closing")
+            host.close()
+        robot.stop()
+        robot.close()

@@ -1,0 +1,144 @@
+"""The console attached in-process: one robot, its one Controller, the web server, and the episodes
+that run under the operator's eye.
+
+    ConsoleSession   what ``motormind run --console`` attaches to its episode
+    EpisodeHost      what ``motormind console --robot`` adds: an episode for each instruction submitted
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..record import Recorder
+from ..runner import EpisodeConfig, EpisodeRunner
+from .brain import OperatorBrain
+from .inprocess import InProcessRuntime
+from .server import ConsoleServer
+
+
+class ConsoleSession:
+    def __init__(self, robot, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+                 approval: bool = False, record: Recorder | None = None, frames: bool = True):
+        self.robot = robot
+        self.runtime = InProcessRuntime(robot, record=record, frames=frames)
+        self.desk, self.view, self.controller = self.runtime.desk, self.runtime.view, self.runtime.controller
+        if approval:
+            self.desk.set_approval(True)
+        self.server = ConsoleServer(self.runtime, host, port, token).start()
+        if frames:
+            self.runtime.capture()            # something to look at before the first command
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def token(self) -> str:
+        return self.server.token
+
+    def banner(self) -> str:
+        warn = "" if self.server.host.startswith("127.") or self.server.host == "localhost" else \
+            "  WARNING: reachable from other machines; the token is the only guard"
+        return (f"console: {self.server.url}  token: {self.server.token}{warn}\n"
+                f"  open {self.server.control_url} to control (read-only without the token)")
+
+    def runner(self, brain, instruction: str, rec: Recorder, config: EpisodeConfig | None = None,
+               **kw) -> EpisodeRunner:
+        """An EpisodeRunner under the console: the operator's desk, the console's Controller (its
+        e-stop latch outlives the episode), the brain wrapped so a role can be taken over."""
+        ob = OperatorBrain(brain, self.desk)
+        runner = EpisodeRunner(self.robot, ob, instruction, rec, config, operator=self.desk,
+                               controller=self.controller, **kw)
+        ob.abort = lambda: bool(runner._stop_reason)
+        self.runtime.attach(runner)
+        return runner
+
+    def detach(self, reason: str = "the episode is over") -> None:
+        self.runtime.detach(reason)
+
+    def close(self) -> None:
+        self.desk.close("the console is closing")
+        self.server.close()
+
+
+class EpisodeHost:
+    """Runs one episode per instruction the operator submits, one at a time, each with its own
+    record under ``out_root``. Between episodes the operator may jog; those actions go to the
+    session record (``out_root/session``)."""
+
+    def __init__(self, robot, make_brain: Callable[[], object], out_root: str | Path = "runs/console",
+                 host: str = "127.0.0.1", port: int = 8765, token: str | None = None, approval: bool = False,
+                 config: Callable[[], EpisodeConfig] | None = None, progress: Callable[[str], None] | None = None,
+                 frames: bool = True, robot_label: str = ""):
+        self.robot = robot
+        self.make_brain = make_brain
+        self.out_root = Path(out_root)
+        self.session_rec = Recorder(self.out_root / "session")
+        self.session = ConsoleSession(robot, host, port, token, approval, self.session_rec, frames)
+        self.config = config or EpisodeConfig
+        self.progress = progress or (lambda s: None)
+        self.robot_label = robot_label or robot.profile.name
+        self.episodes: list[dict] = []        # summaries, in order
+        self.runner: EpisodeRunner | None = None
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="motormind-console-host", daemon=True)
+
+    def start(self) -> "EpisodeHost":
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        desk = self.session.desk
+        while not self._closing.is_set():
+            text = desk.take_instruction(timeout=0.2)
+            if text:
+                try:
+                    self.episodes.append(self.run_one(text))
+                except Exception as e:  # noqa: BLE001 - the console stays up; the failure is shown and logged
+                    self.progress(f"episode failed: {type(e).__name__}: {e}")
+                    self.session.runtime.record("episode_end", success=False, outcome="error",
+                                                reason=f"{type(e).__name__}: {e}")
+
+    def run_one(self, instruction: str) -> dict:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        run_dir = self.out_root / f"{stamp}_episode{len(self.episodes) + 1}"
+        rec = Recorder(run_dir)
+        brain = self.make_brain()
+        try:
+            self.session.runtime.watch(rec)
+            rec("episode_start", instruction=instruction, brain=brain.name,
+                privileged=bool(getattr(brain, "privileged", False)), robot=self.robot_label,
+                source="operator console")
+            self.progress(f"episode: {instruction!r} (record {run_dir})")
+            if getattr(brain, "roles", None):       # an operator-only brain: those roles are the operator's
+                self.session.desk.lock_takeover(brain.roles)
+            t0 = time.monotonic()
+            self.runner = self.session.runner(brain, instruction, rec, self.config(),
+                                              progress=self.progress)
+            result = self.runner.run()
+            summary = {"instruction": instruction, **result.to_json(), "run_dir": str(run_dir),
+                       "episode_wall_s": round(time.monotonic() - t0, 3)}
+            rec("episode_end", **{k: summary.get(k) for k in ("success", "outcome", "reason", "steps", "wall_s")})
+            rec.write_json("summary.json", summary)
+            self.progress(f"episode ended: {result.outcome} - {result.reason}")
+            return summary
+        finally:
+            self.session.detach("the episode is over")
+            self.runner = None
+            brain.close()
+            rec.close()
+
+    def stop_episode(self, reason: str = "the console is closing") -> None:
+        r = self.runner
+        if r is not None:
+            r.stop(reason)
+
+    def close(self) -> None:
+        self._closing.set()
+        self.stop_episode()
+        self.session.close()
+        self._thread.join(timeout=10)
+        self.session_rec.close()

@@ -1,0 +1,216 @@
+"""The operator console in a real headless browser (Debian chromium driven by Playwright).
+
+The console hosts the kinematic fake arm moving in real time (slowed to 40 mm/s so a person, and a
+test, can act mid-command) with a scripted brain. Screenshots are kept in test-artifacts/console/."""
+import dataclasses
+import json
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+from motormind.brains.scripted import ScriptedBrain  # noqa: E402
+from motormind.console.session import EpisodeHost  # noqa: E402
+from motormind.profile import load_profile  # noqa: E402
+from motormind.robots.fake import FakeRobot  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+ARTIFACTS = Path(os.environ.get("MOTORMIND_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts")) / "console"
+TOKEN = "test-token-123"
+PLAN = {"subgoals": [{"id": "carry", "description": "carry the tool 60 mm left, then 60 mm up",
+                      "success_criterion": "the tool is 60 mm left and 60 mm higher"}]}
+CARRY = {"commands": [{"op": "move", "direction": "left", "distance_mm": 60},
+                      {"op": "move", "direction": "up", "distance_mm": 60}, {"op": "done"}]}
+LONG = {"commands": [{"op": "move", "direction": "left", "distance_mm": 100},
+                     {"op": "move", "direction": "up", "distance_mm": 100}, {"op": "done"}]}
+
+
+def chromium_path() -> str:
+    path = os.environ.get("MOTORMIND_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (scripts/setup.sh installs Debian's chromium)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    # bypass_csp: the page's CSP forbids eval, which Playwright's wait_for_function("...") uses
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1000}, bypass_csp=True)
+    pg = ctx.new_page()
+    yield pg
+    ctx.close()
+
+
+def make_host(tmp_path, executor, approval=False):
+    prof = dataclasses.replace(load_profile("fake"), move_mm_s=40.0)
+    robot = FakeRobot(prof, realtime=True, image_size=64)
+    brain = lambda: ScriptedBrain({"planner": [PLAN], "executor": executor})  # noqa: E731
+    host = EpisodeHost(robot, brain, tmp_path / "runs", port=0, token=TOKEN, approval=approval).start()
+    return host, robot
+
+
+def shot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    p = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(p), full_page=True)
+    return p
+
+
+def frame_bytes(host, camera="front") -> bytes:
+    with urllib.request.urlopen(f"{host.session.url}api/frame/{camera}", timeout=5) as r:
+        return r.read()
+
+
+def events(run_root: Path, kind: str) -> list:
+    out = []
+    for f in sorted(run_root.rglob("events.jsonl")):
+        out += [e for e in map(json.loads, f.read_text().splitlines()) if e["kind"] == kind]
+    return out
+
+
+def wait_for(cond, timeout=20.0, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_approval_batch_waits_then_runs_and_frames_follow_the_arm(page, tmp_path):
+    host, robot = make_host(tmp_path, [CARRY])
+    try:
+        page.goto(host.session.server.control_url)
+        page.wait_for_selector("#cameras img[data-camera=front]")
+        seq0 = int(page.get_attribute("#cameras img", "data-seq"))
+        img0 = frame_bytes(host)
+        page.check("#approval")
+        wait_for(lambda: host.session.desk.approval, what="approval mode on")
+        page.fill("#instruction", "carry the tool left and up")
+        page.click("#form-instruction button")
+        page.wait_for_selector(".pending-item.review", timeout=20000)
+        time.sleep(0.5)                                 # it keeps waiting: nothing moves
+        assert robot.executed == [] and host.session.desk.pending
+        assert "awaiting approval" in page.inner_text("#queue")
+        shot(page, "01-approval-waiting")
+        page.click(".pending-item.review button.approve")
+        page.wait_for_function("document.querySelector('#queue [data-batch=b1]')?.innerText.includes('done')",
+                               timeout=20000)
+        page.wait_for_function("document.getElementById('episode').innerText.includes('success')", timeout=20000)
+        seq1 = int(page.get_attribute("#cameras img", "data-seq"))
+        assert seq1 > seq0 + 1                           # a frame at every action boundary
+        assert frame_bytes(host) != img0                  # and it shows the arm somewhere else
+        assert robot.pos * 1000 == pytest.approx([400, 60, 260], abs=1.5)
+        shot(page, "02-approved-and-done")
+        dec = events(tmp_path / "runs", "review_decision")
+        assert [d["decision"] for d in dec] == ["approved"]
+        acts = [e["action"] for e in events(tmp_path / "runs", "operator_action")]
+        assert "approve" in acts and all("t" in e for e in events(tmp_path / "runs", "operator_action"))
+    finally:
+        host.close()
+
+
+def test_estop_click_stops_mid_command_latches_and_needs_reset(page, tmp_path):
+    host, robot = make_host(tmp_path, [LONG])
+    try:
+        page.goto(host.session.server.control_url)
+        page.fill("#instruction", "carry the tool far left")
+        page.click("#form-instruction button")
+        wait_for(lambda: robot.pos[1] > 0.02, what="the first move to be under way")   # 20 of 100 mm
+        page.click("#btn-estop")
+        page.wait_for_function("document.getElementById('estop-state').innerText.includes('LATCHED')")
+        page.wait_for_function("document.querySelector('#queue [data-batch=b1]')?.innerText.includes('emergency stop')",
+                               timeout=10000)
+        y = robot.pos[1]
+        time.sleep(0.5)
+        assert robot.pos[1] == y and 0.02 < y < 0.09     # stopped mid-command, and stays stopped
+        rep = events(tmp_path / "runs", "report")[0]
+        assert rep["status"] == "cancelled" and rep["estop"]
+        first, second = rep["results"][0], rep["results"][1]
+        assert first["status"] == "cancelled" and "emergency stop mid-command" in first["reason"]
+        assert 20 < first["achieved"]["translation_mm"][1] < 90
+        assert second["status"] == "cancelled"
+        shot(page, "03-estop-latched")
+        page.fill("#jog-mm", "10")
+        page.click("#jog-up")                                # latched: a jog is refused, nothing moves
+        page.wait_for_function("document.getElementById('jog-result').innerText.includes('emergency stop latched')")
+        assert robot.pos[1] == y
+        page.click("#btn-resume")                            # resume alone does not clear it
+        page.wait_for_function("document.getElementById('action-result').innerText.includes('reset it first')")
+        page.click("#btn-reset")
+        page.wait_for_function("!document.getElementById('estop-state').innerText.includes('LATCHED')")
+        assert not host.session.controller.estopped
+        page.keyboard.press("Escape")                        # the keyboard shortcut
+        page.wait_for_function("document.getElementById('estop-state').innerText.includes('LATCHED')")
+        assert host.session.controller.estopped
+    finally:
+        host.close()
+
+
+def test_jog_beyond_limits_is_rejected_with_the_reason_on_screen(page, tmp_path):
+    host, robot = make_host(tmp_path, [CARRY])
+    try:
+        page.goto(host.session.server.control_url)
+        page.wait_for_selector("#measured td[data-key=eef_pos_mm]")
+        page.fill("#jog-mm", "500")
+        page.click("#jog-forward")
+        page.wait_for_function("document.getElementById('jog-result').innerText.includes('refused')")
+        text = page.inner_text("#jog-result")
+        assert "distance_mm: 500 mm exceeds the per-command limit 100 mm" in text
+        assert robot.executed == []
+        page.wait_for_function("document.querySelector('#queue [data-batch=jog1]')?.innerText.includes('rejected')")
+        shot(page, "04-jog-rejected")
+        page.fill("#jog-mm", "20")
+        page.click("#jog-forward")
+        page.wait_for_function("document.querySelector('#queue [data-batch=jog2]')?.innerText.includes('done')")
+        assert robot.pos[0] * 1000 == pytest.approx(420, abs=1.5)
+        page.wait_for_function("document.querySelector('#measured td[data-key=eef_pos_mm]').innerText.startsWith('[420')")
+        rows = events(tmp_path / "runs", "operator_action")
+        assert [(r["action"], r["ok"]) for r in rows] == [("jog", False), ("jog", True)]
+    finally:
+        host.close()
+
+
+def test_control_without_the_token_is_refused(page, tmp_path):
+    host, robot = make_host(tmp_path, [CARRY])
+    try:
+        page.goto(host.session.url)                          # no token: a read-only view
+        page.wait_for_selector("#cameras img[data-camera=front]")
+        assert page.inner_text("#mode") == "read-only"
+        assert page.is_disabled("#btn-pause") and page.is_disabled("#jog-forward")
+        page.click("#btn-estop")                             # always visible and clickable; the server decides
+        page.wait_for_function("document.getElementById('action-result').innerText.includes('refused')")
+        assert "token" in page.inner_text("#action-result")
+        assert not host.session.controller.estopped
+        shot(page, "05-read-only-refused")
+        req = urllib.request.Request(host.session.url + "api/action/jog", json.dumps(
+            {"command": {"op": "move", "direction": "up", "distance_mm": 10}}).encode(),
+            {"X-MotorMind-Token": "wrong"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=5)
+        assert e.value.code == 401
+        assert robot.executed == []
+        refused = [e for e in events(tmp_path / "runs", "operator_action") if not e["ok"]]
+        assert [r["action"] for r in refused] == ["estop", "jog"]
+    finally:
+        host.close()
