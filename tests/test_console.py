@@ -1,0 +1,209 @@
+"""The operator console's actions without a browser: one operator in control, approval with edits
+and rejections, taking over the Executor, cancel and pause at action boundaries, a new instruction
+mid-episode, and the record of every operator action. (tests/test_console_browser.py drives the page.)"""
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from motormind.brains.scripted import ScriptedBrain
+from motormind.console.brain import OperatorOnlyBrain
+from motormind.console.runtime import ActionError
+from motormind.console.session import EpisodeHost
+from motormind.robots.fake import FakeRobot
+
+PLAN = {"subgoals": [{"id": "s1", "description": "go up", "success_criterion": "60 mm higher"}]}
+UP = {"commands": [{"op": "move", "direction": "up", "distance_mm": 30},
+                   {"op": "move", "direction": "up", "distance_mm": 30}, {"op": "done"}]}
+A = {"client": "a", "name": "alice"}
+B = {"client": "b", "name": "bob"}
+
+
+def wait_for(cond, timeout=10.0, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def console(tmp_path):
+    made = []
+
+    def make(executor=(UP,), brain=None, approval=False, realtime=False):
+        robot = FakeRobot(realtime=realtime)
+        factory = brain or (lambda: ScriptedBrain({"planner": [PLAN], "executor": list(executor)}))
+        host = EpisodeHost(robot, factory, tmp_path / "runs", port=0, token="t", approval=approval).start()
+        made.append(host)
+        return host, robot, host.session.runtime
+    yield make
+    for h in made:
+        h.close()
+
+
+def events(tmp_path, kind):
+    out = []
+    for f in sorted((tmp_path / "runs").rglob("events.jsonl")):
+        out += [e for e in map(json.loads, f.read_text().splitlines()) if e["kind"] == kind]
+    return out
+
+
+def pending(host, kind="review"):
+    return wait_for(lambda: next((p for p in host.session.desk.pending.values() if p.kind == kind), None),
+                    what=f"a pending {kind}")
+
+
+def test_one_operator_in_control_at_a_time(console, tmp_path):
+    host, robot, rt = console()
+    rt.act("approval", {"on": True}, A)                     # the first to act takes control
+    assert host.session.desk.holder["name"] == "alice"
+    with pytest.raises(ActionError) as e:
+        rt.act("pause", {}, B)
+    assert e.value.status == 409 and "alice is in control" in str(e.value)
+    with pytest.raises(ActionError):
+        rt.act("claim", {}, B)                              # not without taking over explicitly
+    assert rt.act("claim", {"force": True}, B)["detail"] == "took control from alice"
+    with pytest.raises(ActionError):
+        rt.act("approval", {"on": False}, A)
+    assert rt.act("estop", {}, A)["ok"]                     # the e-stop works for anyone with the token
+    st = host.session.view.state()
+    assert st["desk"]["holder"]["name"] == "bob" and st["controller"]["estop"]
+    refused = [e for e in events(tmp_path, "operator_action") if not e["ok"]]
+    assert [(r["action"], r["by"]) for r in refused] == [("pause", "bob"), ("claim", "bob"), ("approval", "alice")]
+    assert all(isinstance(r["t"], float) for r in refused)
+
+
+def test_edited_batch_runs_as_edited_and_a_rejected_one_moves_nothing(console, tmp_path):
+    host, robot, rt = console(approval=True, executor=[UP, UP])
+    rt.act("instruction", {"text": "go up"}, A)
+    p = pending(host)
+    with pytest.raises(ActionError) as e:                   # an edit that is not a JSON object
+        rt.act("approve", {"id": p.id, "batch": "[1, 2"}, A)
+    assert "batch: not JSON" in str(e.value)
+    rt.act("reject", {"id": p.id, "note": "too fast"}, A)
+    p2 = wait_for(lambda: next((q for q in host.session.desk.pending.values() if q.id != p.id), None))
+    assert robot.executed == []                             # the rejected batch moved nothing
+    edited = {"commands": [{"op": "move", "direction": "up", "distance_mm": 15}, {"op": "done"}]}
+    rt.act("approve", {"id": p2.id, "batch": json.dumps(edited)}, A)
+    wait_for(lambda: host.episodes, what="the episode to end")
+    assert robot.pos[2] * 1000 == pytest.approx(215, abs=1)   # 15 mm, not the proposed 60
+    reps = events(tmp_path, "report")
+    assert reps[0]["status"] == "rejected" and reps[0]["source"] == "operator" and "too fast" in reps[0]["reason"]
+    assert reps[1]["status"] == "done" and [r["command"]["distance_mm"] for r in reps[1]["results"][:1]] == [15]
+    decisions = [(d["decision"], d.get("edited_batch") is not None) for d in events(tmp_path, "review_decision")]
+    assert decisions == [("rejected", False), ("edited", True)]
+    assert host.episodes[0]["success"] is True
+    # an operator's rejection is not counted as the Controller's
+    assert host.episodes[0].get("controller_rejections", 0) == 0
+
+
+def test_operator_plays_the_executor_through_its_parse_path(console, tmp_path):
+    host, robot, rt = console(brain=OperatorOnlyBrain)
+    rt.act("instruction", {"text": "lift the tool 20 mm"}, A)
+    p = pending(host, "answer")
+    assert p.role == "executor" and p.payload["context"]["subgoal"] == "lift the tool 20 mm"
+    rt.act("answer", {"id": p.id, "answer": '{"commands": [{"op": "fly", "distance_mm": 20}]}'}, A)
+    p2 = wait_for(lambda: next((q for q in host.session.desk.pending.values() if q.id != p.id), None))
+    assert p2.role == "executor" and "fly" in p2.payload["error"]      # the repair request quotes the error
+    assert robot.executed == []                                         # a malformed answer never runs
+    rt.act("answer", {"id": p2.id, "answer": {"commands": [
+        {"op": "move", "direction": "up", "distance_mm": 20}, {"op": "done"}]}}, A)
+    v = wait_for(lambda: next((q for q in host.session.desk.pending.values() if q.role == "verifier"), None))
+    rt.act("answer", {"id": v.id, "answer": {"achieved": True, "evidence": "I see it 20 mm higher"}}, A)
+    wait_for(lambda: host.episodes, what="the episode to end")
+    assert host.episodes[0]["success"] and robot.pos[2] * 1000 == pytest.approx(220, abs=1)
+    calls = [(c["role"], c["brain"]) for c in events(tmp_path, "vlm_call") if c["role"] in ("executor", "verifier")]
+    assert set(calls) == {("executor", "operator"), ("verifier", "operator")}
+    with pytest.raises(ActionError) as e:                   # nobody else could answer it
+        rt.act("takeover", {"role": "executor", "on": False}, A)
+    assert "cannot be given back" in str(e.value)
+
+
+def test_cancel_and_pause_act_at_action_boundaries(console, tmp_path):
+    host, robot, rt = console(executor=[UP, {"commands": [{"op": "done"}]}])
+    fired = threading.Event()
+
+    def hook(r):                                            # mid-way through the first command
+        if r.steps == 5 and not fired.is_set():
+            fired.set()
+            rt.act("cancel", {"reason": "not that way"}, A)
+    robot.step_hook = hook
+    rt.act("instruction", {"text": "go up"}, A)
+    wait_for(lambda: events(tmp_path, "report"), what="a report")
+    rep = events(tmp_path, "report")[0]
+    assert [r["status"] for r in rep["results"]] == ["done", "cancelled", "cancelled"]
+    assert "not that way" in rep["results"][1]["reason"] and rep["status"] == "cancelled"
+    robot.step_hook = None
+    host.close()
+
+    host2, robot2, rt2 = console(executor=[UP])
+    paused_at = {}
+
+    def hook2(r):
+        if r.steps == 5 and not paused_at:
+            paused_at["steps"] = r.steps
+            rt2.act("pause", {}, A)
+    robot2.step_hook = hook2
+    rt2.act("instruction", {"text": "go up"}, A)
+    wait_for(lambda: host2.session.view.state()["controller"]["held"], what="the hold")
+    z = robot2.pos[2]
+    assert z * 1000 == pytest.approx(230, abs=1)            # the command under way finished; the next waits
+    time.sleep(0.2)
+    assert robot2.pos[2] == z
+    rt2.act("resume", {}, A)
+    wait_for(lambda: host2.episodes, what="the episode to end")
+    assert robot2.pos[2] * 1000 == pytest.approx(260, abs=1)
+
+
+def test_new_instruction_mid_episode_replans(console, tmp_path):
+    seen = []
+
+    def planner(req):
+        seen.append(req.context.get("instruction"))
+        return PLAN
+    host, robot, rt = console(brain=lambda: ScriptedBrain({"planner": planner, "executor": [UP]}), approval=True)
+    rt.act("instruction", {"text": "go up"}, A)
+    p = pending(host)
+    rt.act("instruction", {"text": "go up, then stop"}, A)
+    rt.act("reject", {"id": p.id, "note": "new task coming"}, A)     # the loop head takes the new task
+    p2 = wait_for(lambda: next((q for q in host.session.desk.pending.values() if q.id != p.id), None))
+    assert seen == ["go up", "go up, then stop"]                      # replanned for it, same episode
+    rt.act("approve", {"id": p2.id}, A)
+    wait_for(lambda: host.episodes, what="the episode to end")
+    assert len(host.episodes) == 1 and host.episodes[0]["replans"] == 1
+    assert [e["text"] for e in events(tmp_path, "instruction")] == ["go up, then stop"]
+
+
+def test_http_refusals_name_the_field(console):
+    host, robot, rt = console()
+    url = host.session.url
+
+    def post(action, body, token="t"):
+        req = urllib.request.Request(url + "api/action/" + action, body if isinstance(body, bytes) else
+                                     json.dumps(body).encode(), {"X-MotorMind-Token": token})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+    assert post("pause", {}, token="")[0] == 401
+    assert post("explode", {}) == (404, {"ok": False, "error": "action: unknown 'explode' (one of claim, release, "
+                                         "instruction, pause, resume, cancel, estop, reset, jog, approval, approve, "
+                                         "reject, takeover, answer)"})
+    assert post("instruction", b"{not json")[0] == 400
+    code, out = post("instruction", {"text": "x" * 501})
+    assert code == 400 and out["error"] == "text: 501 characters exceed the limit of 500"
+    code, out = post("jog", {"command": {"op": "done"}})
+    assert code == 400 and out["error"].startswith("command.op: a jog is one of move, rotate, gripper")
+    code, out = post("jog", {"command": {"op": "rotate", "axis": "yaw", "angle_deg": 45}})
+    assert code == 422 and "angle_deg: |45| deg exceeds the per-command limit 30 deg" in out["error"]
+    assert robot.executed == []
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(url + "api/frame/nope", timeout=5)
+    assert e.value.code == 404
