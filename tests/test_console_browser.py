@@ -214,3 +214,51 @@ def test_control_without_the_token_is_refused(page, tmp_path):
         assert [r["action"] for r in refused] == ["estop", "jog"]
     finally:
         host.close()
+
+
+@pytest.mark.sim
+def test_run_console_shows_a_libero_oracle_episode_live(page, tmp_path):
+    """`motormind run --console`: the page follows a LIBERO-PRO oracle episode; frames change as
+    the arm moves; the record keeps the operator's actions."""
+    import re
+    import subprocess
+    import sys
+    import threading
+    out = tmp_path / "run"
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
+    p = subprocess.Popen([sys.executable, "-m", "motormind.cli", "run", "--suite", "libero_spatial", "--task", "0",
+                          "--console", "127.0.0.1:0", "--console-token", TOKEN, "--no-media", "--out", str(out)],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader.start()
+    try:
+        m = wait_for(lambda: re.search(r"console: (http://127\.0\.0\.1:\d+/)  token: (\S+)", "".join(lines)),
+                     timeout=120, what="the console banner")
+        url = m.group(1)
+        assert m.group(2) == TOKEN
+        page.goto(f"{url}#token={TOKEN}")
+        page.wait_for_selector("#cameras img[data-camera=agentview]", timeout=60000)
+        page.wait_for_function("document.getElementById('episode').innerText.includes('privileged')")
+        seqs = [int(page.get_attribute("#cameras img[data-camera=agentview]", "data-seq"))]
+        page.wait_for_function("document.querySelector('#queue .batch')", timeout=60000)
+        page.wait_for_function(f"Number(document.querySelector('#cameras img[data-camera=agentview]').dataset.seq) > {seqs[0] + 2}",
+                               timeout=60000)
+        shot(page, "06-libero-episode-running")
+        page.click("#btn-pause")                              # an operator action mid-episode, then go on
+        page.wait_for_function("document.getElementById('estop-state').innerText.startsWith('paused')")
+        page.click("#btn-resume")
+        page.wait_for_function("document.getElementById('episode').innerText.includes('ended')", timeout=180000)
+        shot(page, "07-libero-episode-ended")
+        assert "success" in page.inner_text("#episode")
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        reader.join(timeout=10)
+    assert p.returncode == 0, "".join(lines)[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["success"] and summary["privileged"]
+    acts = [(e["action"], e["ok"]) for e in map(json.loads, (out / "events.jsonl").read_text().splitlines())
+            if e["kind"] == "operator_action"]
+    assert acts == [("pause", True), ("resume", True)]

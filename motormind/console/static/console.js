@@ -156,7 +156,7 @@ function renderQueue(s) {
     for (const c of b.commands || []) {
       const ach = c.achieved && c.achieved.translation_mm ? ` → achieved ${fmt(c.achieved.translation_mm)} mm` : "";
       div.append(el("div", { class: "cmd" }, st(c.status), `[${c.index}] ${fmt(c.command)}${ach}`,
-        c.reason ? el("span", { class: "reason" }, ` — ${c.reason}`) : null));
+        c.reason ? el("span", { class: c.status === "done" ? "muted" : "reason" }, ` — ${c.reason}`) : null));
     }
     box.append(div);
   }
@@ -216,8 +216,8 @@ function render(s) {
 
 function connect() {
   const es = new EventSource("/api/stream");
-  es.addEventListener("state", (ev) => render(JSON.parse(ev.data)));
-  es.onerror = () => { $("episode").textContent = "connection lost; retrying…"; };
+  es.addEventListener("state", (ev) => { $("conn").textContent = ""; render(JSON.parse(ev.data)); });
+  es.onerror = () => { $("conn").textContent = "connection lost; retrying… (the last state stays shown)"; };
 }
 fetch("/api/state").then((r) => r.json()).then(render).catch(() => {});
 connect();
