@@ -252,6 +252,28 @@ def test_dropped_connection_mid_motion(emu, robot):
     assert emu.requests_since(t_drop) == [] and emu.connections_after_drop == 0   # nothing more sent
 
 
+def test_a_controller_that_stops_answering_is_a_timeout_fault_and_the_arm_ends_stopped(emu, robot):
+    """The link stays up but the controller's replies come later than the SDK waits (2 s): the
+    backend raises kind 'timeout' (SDK code 3) instead of hanging, halts the arm and latches."""
+    o = robot.observe()
+    rot = quat_to_mat(o.eef_quat_xyzw)
+    emu.delay_replies(2.5)
+    t0 = time.monotonic()
+    with pytest.raises(RobotFault) as ei:
+        robot.execute(Motion("move", o.eef_pos_m + [0, 0.05, 0], rot, max_steps=200), threading.Event())
+    f = ei.value
+    assert f.kind == "timeout" and f.sdk_code == 3 and "no reply from the controller" in str(f), f
+    assert time.monotonic() - t0 < 15                   # bounded: the SDK's timeout, not a hang
+    assert robot.fault is f and robot.connected          # latched; the link itself is still up
+    s = emu.snapshot()
+    assert s["state"] == 4 and not s["moving"] and s["error"] == 0   # the backend's halt (set_state 4) arrived
+    n = len(emu.motion_requests())
+    with pytest.raises(RobotFault, match="clear_fault") as again:    # latched: nothing more is sent
+        robot.execute(Motion("move", o.eef_pos_m, rot, max_steps=200), threading.Event())
+    assert again.value.kind == "timeout" and len(emu.motion_requests()) == n
+    emu.clear_faults()                                   # prompt replies again: a quick close()
+
+
 @pytest.mark.parametrize("tamper, what", [
     ({"boundary": [700, 150, 400, -400, 500, 20]}, "TCP boundary"),
     ({"reduced_tcp_speed": 250.0}, "reduced TCP speed"),
