@@ -6,12 +6,14 @@ import random
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 pytest.importorskip("rclpy")
 
 from motormind.ros import graph  # noqa: E402
+from motormind.ros.base import ObservationCache  # noqa: E402
 from motormind.ros.launcher import node_argv, overrides_yaml  # noqa: E402
 from motormind.ros.probe import Probe  # noqa: E402
 
@@ -93,3 +95,42 @@ def test_estop_stops_motion_mid_command_and_latches(controller):
     pr.send("commands", {"batch_id": "e3", "subgoal_id": "s1", "commands": MOVES[:1]})
     rep3 = pr.wait_for("report", lambda m: m.get("batch_id") == "e3", timeout=20)
     assert rep3["status"] == "done"
+
+
+def test_idle_events_name_the_cameras_the_controller_publishes(controller):
+    idle = controller.wait_for("progress", lambda m: m.get("event") == "idle", timeout=20)
+    assert idle["cameras"] == ["front"] and idle["state"]["eef_pos_mm"]      # the fake renders one camera
+
+
+class _StubNode:
+    """What ObservationCache needs of a node, without DDS."""
+
+    def __init__(self, image_wait_s: float):
+        self.subs, self.image_wait_s = {}, image_wait_s
+
+    def listen(self, name, fn, raw=False):
+        self.subs[name] = fn
+
+    def create_timer(self, period, fn):
+        return None
+
+    def p(self, name):
+        return {"image_wait_s": self.image_wait_s}[name]
+
+
+@pytest.mark.parametrize("cameras, waits", [([], False), (["front"], True), (None, True)])
+def test_roles_wait_for_fresh_frames_only_from_a_controller_with_cameras(cameras, waits):
+    """An arm without cameras (no camera:=) says so in its idle events: a role does not wait
+    image_wait_s for frames that never come. With cameras, or from a Controller that does not say
+    (None), a role waits for frames newer than the last batch."""
+    node = _StubNode(image_wait_s=0.5)
+    cache = ObservationCache(node, images=True)
+    ev = {"event": "idle", "state": {"eef_pos_mm": [300.0, 0.0, 300.0]}}
+    if cameras is not None:
+        ev["cameras"] = cameras
+    node.subs["progress"](ev)
+    t = time.monotonic()
+    state, images = cache.look("b1")
+    dt = time.monotonic() - t
+    assert state == ev["state"] and images == {}
+    assert dt >= 0.45 if waits else dt < 0.3, dt

@@ -270,6 +270,7 @@ class ObservationCache:
         self.want_images = images
         self._cv = threading.Condition()
         self.state: dict | None = None
+        self.cameras: list | None = None   # what the Controller's idle events say it publishes
         self.images: dict = {}
         self._image_t: dict = {}
         self.batch_t = 0.0                 # wall time this node saw the last batch go out
@@ -284,6 +285,8 @@ class ObservationCache:
         if isinstance(msg.get("state"), dict):
             with self._cv:
                 self.state = msg["state"]
+                if isinstance(msg.get("cameras"), list):
+                    self.cameras = [str(c) for c in msg["cameras"]]
                 self._cv.notify_all()
 
     def _on_report(self, msg: dict) -> None:
@@ -321,9 +324,10 @@ class ObservationCache:
 
     def look(self, label: str = "", after: float | None = None) -> tuple[dict, dict]:
         """(state, images) now; images newer than ``after`` (default: the last batch) when they come
-        within image_wait_s, else the latest ones."""
+        within image_wait_s, else the latest ones. A Controller that says it has no cameras (an arm
+        without ``camera:=``) is not waited for."""
         state = self.wait_state()
-        if not self.want_images:
+        if not self.want_images or self.cameras == []:
             return state or {}, {}
         after = self.batch_t if after is None else after
         wait = float(self.node.p("image_wait_s"))

@@ -252,10 +252,15 @@ class ControllerNode(MotorMindNode):
         elif kind == "command_end":
             self.send("progress", {"event": kind, **data, "state": self.robot.observe().state_dict()})
 
+    def cameras(self) -> list[str]:
+        """The cameras whose images this Controller publishes (none when images are off)."""
+        return list(self.robot.camera_names) if self.p("images") else []
+
     def _idle(self) -> None:
         try:
             self.send("progress", {"event": "idle", "state": self.robot.observe().state_dict(),
-                                   "stopped": self.controller.estop_reason if self.controller.estopped else ""})
+                                   "stopped": self.controller.estop_reason if self.controller.estopped else "",
+                                   "cameras": self.cameras()})
         except Exception as e:  # noqa: BLE001
             self.log(f"observe failed: {e}")
 
@@ -280,7 +285,7 @@ class ControllerNode(MotorMindNode):
         self.publisher("eef_pose").publish(pm)
 
     def _publish_images(self) -> None:
-        if not self.robot.camera_names or not self.p("images"):
+        if not self.cameras():
             return
         try:
             imgs = self.robot.observe(images=True).images
