@@ -13,7 +13,7 @@ def _run(args) -> int:
                    wall_budget_s=args.wall_budget, image_size=args.image_size, images=not args.no_images,
                    out=args.out, media=not args.no_media, vlm=args.vlm, vlm_set=tuple(args.vlm_set),
                    mcap=args.mcap, console=args.console, console_token=args.console_token,
-                   approval=args.approval, console_hold=args.console_hold)
+                   approval=args.approval, console_hold=args.console_hold, console_frame_hz=args.console_frame_hz)
     if spec.brain == "openai":       # a bad --vlm fails before the simulation is built
         from .brains.openai_brain import load_vlm_config
         from .errors import ConfigError
@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "prints its URL and control token")
     r.add_argument("--console-token", default=None, help="the console's control token (default: random, printed)")
     r.add_argument("--approval", action="store_true", help="with --console: every batch waits for the operator")
+    r.add_argument("--console-frame-hz", type=float, default=2.0,
+                   help="with --console: camera frames per second mid-command (0: only at action boundaries; "
+                        "each render pauses the simulation briefly)")
     r.add_argument("--console-hold", action="store_true",
                    help="with --console: keep the console up after the episode until Ctrl-C")
     r.set_defaults(fn=_run)

@@ -33,6 +33,7 @@ class RunSpec:
     console_token: str | None = None    # its control token (default: a new random one, printed)
     approval: bool = False              # the console starts in approval mode
     console_hold: bool = False          # keep the console up after the episode until Ctrl-C
+    console_frame_hz: float = 2.0       # console frames per second mid-command (each render holds the simulator)
 
 
 def default_run_dir(spec: RunSpec, root: str = "runs") -> Path:
@@ -96,7 +97,7 @@ def _attach_console(spec: RunSpec, robot, rec: Recorder, progress):
         raise ConfigError(f"--console: port {port_n} is outside 0..65535")
     try:
         console = ConsoleSession(robot, host or "127.0.0.1", port_n, spec.console_token, spec.approval,
-                                 frames=spec.images)
+                                 frames=spec.images, frame_hz=spec.console_frame_hz)
     except OSError as e:
         raise ConfigError(f"--console: cannot serve on {host or '127.0.0.1'}:{port_n}: {e}") from None
     console.runtime.watch(rec)

@@ -252,6 +252,9 @@ def test_run_console_shows_a_libero_oracle_episode_live(page, tmp_path):
         shot(page, "07-libero-episode-ended")
         assert "success" in page.inner_text("#episode")
         p.wait(timeout=60)
+    except Exception as e:
+        shot(page, "06-libero-episode-FAILED")
+        raise AssertionError(f"{e}\n--- motormind run said ---\n{''.join(lines)[-4000:]}") from e
     finally:
         if p.poll() is None:
             p.kill()

@@ -35,6 +35,8 @@ def register(sub) -> None:
     p.add_argument("--token", default=None, help="the control token (default: a new random one, printed)")
     p.add_argument("--approval", action="store_true", help="start in approval mode: every batch waits for you")
     p.add_argument("--instruction", default=None, help="start a first episode with this instruction")
+    p.add_argument("--frame-hz", type=float, default=5.0,
+                   help="camera frames per second while the arm moves (0: only at action boundaries)")
     p.add_argument("--realtime", action="store_true", help="--robot fake: move in real time (as a real arm would)")
     p.add_argument("--out", default="runs/console", help="where episode records go (one folder each)")
     p.add_argument("--domain-id", type=int, default=None, help="--ros: ROS_DOMAIN_ID")
@@ -101,7 +103,7 @@ def _main(a) -> int:
         make = _brain_factory(a, robot)
         host = EpisodeHost(robot, make, a.out, a.host, a.port, a.token, a.approval,
                            config=lambda: EpisodeConfig(wall_budget_s=3600.0), progress=say,
-                           robot_label=a.robot).start()
+                           frame_hz=a.frame_hz, robot_label=a.robot).start()
         print(host.session.banner(), flush=True)
         say(f"robot: {robot.profile.description}; brain: {a.brain}; records under {a.out}/. Ctrl-C to quit.")
         if a.instruction:

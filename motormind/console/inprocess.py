@@ -8,6 +8,7 @@ the measured robot at every action boundary (taken on the Controller's thread, b
 from __future__ import annotations
 
 import threading
+import time
 
 from ..controller import Controller
 from .runtime import ActionError, Runtime
@@ -24,7 +25,7 @@ def jpeg(img, quality: int = 80) -> bytes:
 class InProcessRuntime(Runtime):
     transport = "in-process"
 
-    def __init__(self, robot, view=None, desk=None, record=None, frames: bool = True):
+    def __init__(self, robot, view=None, desk=None, record=None, frames: bool = True, frame_hz: float = 0.0):
         super().__init__(view, desk)
         self.robot = robot
         self.profile = robot.profile
@@ -34,6 +35,11 @@ class InProcessRuntime(Runtime):
         self._session_record = record          # events while no episode runs (a session record)
         self._jog_lock = threading.Lock()
         self._jog_thread: threading.Thread | None = None
+        self._closed = threading.Event()
+        self.capture_error = ""
+        if frame_hz > 0:       # frames mid-command too (backends serialise observe with their motion)
+            threading.Thread(target=self._capture_loop, args=(1.0 / frame_hz,), name="motormind-console-frames",
+                             daemon=True).start()
         p = self.profile
         self.view.set_extra(transport=self.transport, robot={
             "profile": p.name, "description": p.description, "directions": sorted(p.directions),
@@ -78,6 +84,24 @@ class InProcessRuntime(Runtime):
     def capture(self) -> None:
         obs = self.robot.observe(images=self.frames)
         self._on_look("", obs)
+
+    def _capture_loop(self, period: float) -> None:
+        wait = period
+        while not self._closed.wait(wait):
+            t0 = time.monotonic()
+            try:
+                self.capture()
+                self.capture_error = ""
+            except Exception as e:  # noqa: BLE001 - a failed look is shown once, the console goes on
+                msg = f"{type(e).__name__}: {e}"
+                if msg != self.capture_error:
+                    self.capture_error = msg
+                    self.view.set_extra(capture_error=msg)
+            # a render holds the simulator: never spend more than a quarter of the time on frames
+            wait = max(period, 3.0 * (time.monotonic() - t0))
+
+    def close(self) -> None:
+        self._closed.set()
 
     def _on_runner_controller_event(self, kind: str, data: dict) -> None:
         if kind in _RECORDED:

@@ -46,6 +46,7 @@ class ConsoleServer:
         self._changed = threading.Condition()
         self.view.listeners.append(self._on_change)
         self._closing = False
+        self._streams: dict[int, int] = {}       # open state streams -> the view revision each has sent
         server = self
 
         class Handler(_Handler):
@@ -79,7 +80,12 @@ class ConsoleServer:
         self._thread.start()
         return self
 
-    def close(self) -> None:
+    def close(self, flush_s: float = 3.0) -> None:
+        """Stop serving, after every open stream has sent the last state (the episode's end), or
+        ``flush_s`` has passed."""
+        end = time.monotonic() + flush_s
+        while time.monotonic() < end and any(r != self.view.rev for r in list(self._streams.values())):
+            time.sleep(0.02)
         self._closing = True
         self._on_change()
         self.httpd.shutdown()
@@ -145,6 +151,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         rev = -1
+        key = id(self)
+        c._streams[key] = rev
         try:
             while not c._closing:
                 if c.view.rev != rev:
@@ -152,6 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
                     rev = st["rev"]
                     self.wfile.write(b"event: state\ndata: " + json.dumps(st, default=json_default).encode() + b"\n\n")
                     self.wfile.flush()
+                    c._streams[key] = rev
                     time.sleep(c.push_period)
                 else:
                     c.wait_change(rev, 5.0)
@@ -160,6 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
                         self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             return
+        finally:
+            c._streams.pop(key, None)
 
     def do_POST(self):  # noqa: N802
         c = self.console

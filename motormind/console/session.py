@@ -21,9 +21,10 @@ from .server import ConsoleServer
 
 class ConsoleSession:
     def __init__(self, robot, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-                 approval: bool = False, record: Recorder | None = None, frames: bool = True):
+                 approval: bool = False, record: Recorder | None = None, frames: bool = True,
+                 frame_hz: float = 2.0):
         self.robot = robot
-        self.runtime = InProcessRuntime(robot, record=record, frames=frames)
+        self.runtime = InProcessRuntime(robot, record=record, frames=frames, frame_hz=frame_hz)
         self.desk, self.view, self.controller = self.runtime.desk, self.runtime.view, self.runtime.controller
         if approval:
             self.desk.set_approval(True)
@@ -61,6 +62,7 @@ class ConsoleSession:
 
     def close(self) -> None:
         self.desk.close("the console is closing")
+        self.runtime.close()
         self.server.close()
 
 
@@ -72,12 +74,12 @@ class EpisodeHost:
     def __init__(self, robot, make_brain: Callable[[], object], out_root: str | Path = "runs/console",
                  host: str = "127.0.0.1", port: int = 8765, token: str | None = None, approval: bool = False,
                  config: Callable[[], EpisodeConfig] | None = None, progress: Callable[[str], None] | None = None,
-                 frames: bool = True, robot_label: str = ""):
+                 frames: bool = True, frame_hz: float = 2.0, robot_label: str = ""):
         self.robot = robot
         self.make_brain = make_brain
         self.out_root = Path(out_root)
         self.session_rec = Recorder(self.out_root / "session")
-        self.session = ConsoleSession(robot, host, port, token, approval, self.session_rec, frames)
+        self.session = ConsoleSession(robot, host, port, token, approval, self.session_rec, frames, frame_hz)
         self.config = config or EpisodeConfig
         self.progress = progress or (lambda s: None)
         self.robot_label = robot_label or robot.profile.name
