@@ -185,7 +185,7 @@ function render(s) {
   $("mode").className = "badge " + (mine ? "op" : "ro");
   const ctl = s.controller || {};
   const es = $("estop-state");
-  es.textContent = ctl.estop ? `E-STOP LATCHED: ${ctl.estop_reason}` : ctl.paused ? `paused${ctl.held ? " (holding " + ctl.held + ")" : ""}` : "running";
+  es.textContent = ctl.estop ? `E-STOP LATCHED: ${ctl.estop_reason}` : ctl.paused ? `paused${ctl.held ? " (holding " + ctl.held + ")" : ""}` : "ready";
   es.className = "estop-state" + (ctl.estop ? " latched" : "");
   const canAct = hasToken && (!holder || mine);
   for (const b of document.querySelectorAll(".controls button, .controls input, #jog-pad button, #btn-reset")) b.disabled = !canAct;
