@@ -91,6 +91,9 @@ class MotorMindNode(Node):
 
     role = "node"
     extra_params: dict = {}
+    # the topics this node publishes, made at start: a publisher made at its first message may lose that
+    # message for subscribers not yet matched with it (volatile topics: a first verdict, a first batch)
+    outputs: tuple = ()
 
     def __init__(self):
         super().__init__(self.role)
@@ -105,6 +108,8 @@ class MotorMindNode(Node):
         self._hb_seq = 0
         self.clean_exit = False
         self.create_timer(float(self.p("heartbeat_period_s")), self._heartbeat)
+        for name in ("events", *self.outputs):
+            self.publisher(name)
 
     # -- parameters -----------------------------------------------------------------------------
     def p(self, name: str):
