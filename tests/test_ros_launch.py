@@ -90,6 +90,7 @@ def _effective(params_file, name, overrides):
     ("sim", {}),
     ("sim", {"suite": "libero_object", "task": "3", "init_state": "2", "record": "/tmp/x.mcap", "exit_on_end": "false"}),
     ("xarm6", {"robot_ip": "192.168.1.222", "camera": "front=0,wrist=/dev/video2", "instruction": "put the cup down"}),
+    ("sim", {"console": "true", "console_port": "9000", "console_token": "t0k"}),
 ])
 def test_launch_files_and_motormind_launch_start_the_same_nodes_with_the_same_parameters(setup, given, monkeypatch):
     declared, from_file = _from_launch_file(setup, given, monkeypatch)
@@ -99,6 +100,10 @@ def test_launch_files_and_motormind_launch_start_the_same_nodes_with_the_same_pa
     names = set(from_cli)
     assert {"controller", "planner", "executor", "verifier", "monitor", "memory"} <= names
     assert ("recorder" in names) == bool(given.get("record"))
+    assert ("console" in names) == (given.get("console") == "true")    # optional, off by default
+    if "console" in names:
+        eff = _effective(from_cli["console"]["params_file"], "console", from_cli["console"]["params"])
+        assert (eff["console_host"], eff["console_port"], eff["console_token"]) == ("127.0.0.1", 9000, "t0k")
     for name, n in from_cli.items():
         assert n["namespace"] == "/motormind" and n["executable"] == f"motormind-{name}"
         assert n["respawn"] == (name == "controller")

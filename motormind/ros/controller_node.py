@@ -104,6 +104,7 @@ class ControllerNode(MotorMindNode):
         self.listen("commands", self._on_commands)
         self.listen("cancel", self._on_cancel)
         self.listen("estop", self._on_estop)
+        self.listen("pause", self._on_pause)
         self.listen("heartbeat", self._on_heartbeat)
         self.create_service(Trigger, self.full("reset"), self._srv_reset)
         self.create_service(Trigger, self.full("stop"), self._srv_stop)
@@ -187,6 +188,13 @@ class ControllerNode(MotorMindNode):
             self.log("EMERGENCY STOP (estop topic)")
             self._notice("stopped", "emergency stop (estop topic)", "estop")
 
+    def _on_pause(self, msg) -> None:
+        """The operator's pause (latched Bool): hold at the next action boundary until false."""
+        if msg.data and not self.controller.paused:
+            self.controller.pause("pause topic")
+        elif not msg.data and self.controller.paused:
+            self.controller.resume()
+
     def _on_heartbeat(self, msg: dict) -> None:
         self._heard[str(msg.get("node", ""))] = time.monotonic()
 
@@ -251,6 +259,8 @@ class ControllerNode(MotorMindNode):
             self.send("progress", {"event": kind, **data})
         elif kind == "command_end":
             self.send("progress", {"event": kind, **data, "state": self.robot.observe().state_dict()})
+        elif kind in ("pause", "resume", "held"):     # the operator's hold, for the console and the record
+            self.record(kind, **data)
 
     def cameras(self) -> list[str]:
         """The cameras whose images this Controller publishes (none when images are off)."""
@@ -320,7 +330,8 @@ class ControllerNode(MotorMindNode):
             batch, tok = item
             bid = str(batch.get("batch_id", ""))
             try:
-                rep: Report = self.controller.run(batch, tok, source="executor")
+                jog = batch.get("source") == "operator"     # the console's jog: runs while paused
+                rep: Report = self.controller.run(batch, tok, source="operator" if jog else "executor", hold=not jog)
                 d = rep.to_json()
             except Exception as e:  # noqa: BLE001 - a robot error is reported, never swallowed
                 self.log(f"batch {bid} failed: {e}")

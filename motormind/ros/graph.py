@@ -47,6 +47,15 @@ TOPICS = {t.name: t for t in [
     Topic("privileged/request", "std_msgs/msg/String", True, False, 10,
           "EVALUATOR ONLY: oracle brain calls and the success check, answered next to the simulator"),
     Topic("privileged/response", "std_msgs/msg/String", True, False, 10, "EVALUATOR ONLY: the answers"),
+    # the operator console (motormind/ros/console_node.py, docs/console-ros.md)
+    Topic("pause", "std_msgs/msg/Bool", True, True, 1,
+          "operator pause; latched: the Controller holds at its next action boundary, the Executor before "
+          "its next batch, until false"),
+    Topic("console/mode", "std_msgs/msg/String", True, True, 1,
+          "the console's approval mode and taken-over roles; latched for the Executor and Verifier"),
+    Topic("console/request", "std_msgs/msg/String", True, False, 10,
+          "Executor/Verifier -> console: a batch to approve, a taken-over role's question"),
+    Topic("console/response", "std_msgs/msg/String", True, False, 10, "console -> Executor/Verifier: the answers"),
 ]}
 IMAGE_TOPIC = Topic("camera/{name}/image", "sensor_msgs/msg/Image", False, False, 1,
                     "camera images; best effort (a late frame is useless); the Controller repeats the last "
@@ -62,7 +71,7 @@ def topic_spec(name: str) -> Topic:
 
 
 # -- parameters -------------------------------------------------------------------------------------
-ROLES = ("controller", "planner", "executor", "verifier", "monitor", "memory", "recorder")
+ROLES = ("controller", "planner", "executor", "verifier", "monitor", "memory", "recorder", "console")
 EXECUTABLES = {r: f"motormind-{r}" for r in ROLES}     # console scripts, installed under lib/motormind
 
 
@@ -92,6 +101,10 @@ SHARED_ARGS = [
     Arg("config", "", "parameter file (default: the installed config/motormind.yaml)"),
     Arg("record", "", "write the episode to this MCAP file (empty: no recording)"),
     Arg("vlm", "openai", "with brain:=openai, the VLM config (configs/vlm/NAME.yaml or a path)"),
+    Arg("console", "false", "start the operator console node (a web page; docs/console-ros.md)", bool),
+    Arg("console_host", "127.0.0.1", "with console:=true, the address the page is served on"),
+    Arg("console_port", "8765", "with console:=true, the port (0: any free one)", int),
+    Arg("console_token", "", "with console:=true, the control token (empty: a random one, printed at start)"),
 ]
 ARGS = {
     "sim": [Arg("suite", "libero_spatial", "LIBERO-PRO suite"), Arg("task", "0", "task index", int),
@@ -198,6 +211,10 @@ def nodes(setup: str, given: dict | None = None) -> tuple[list[NodeSpec], Path]:
         NodeSpec("monitor", "monitor", dict(common)),
         NodeSpec("memory", "memory", dict(common)),
     ]
+    if a["console"]:
+        out.append(NodeSpec("console", "console", {"profile": common["profile"], "console_host": a["console_host"],
+                                                   "console_port": a["console_port"],
+                                                   "console_token": a["console_token"]}))
     if a["record"]:
         out.append(NodeSpec("recorder", "recorder", {"path": str(Path(a["record"]).absolute()),
                                                      "profile": common["profile"]}))

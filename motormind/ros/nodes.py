@@ -8,6 +8,9 @@ from .graph import ROLES
 
 
 def run(role: str) -> int:
+    if role == "console":                     # not a plain node: it also serves the console's web page
+        from .console_node import main as console_main
+        return console_main()
     if role == "controller":
         from .controller_node import ControllerNode as cls
     elif role == "recorder":
@@ -33,6 +36,7 @@ verifier = _entry("verifier")
 monitor = _entry("monitor")
 memory = _entry("memory")
 recorder = _entry("recorder")
+console = _entry("console")
 
 
 def main(argv=None) -> int:

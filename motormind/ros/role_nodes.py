@@ -12,13 +12,16 @@ import time
 from .. import SCHEMA_VERSION
 from ..components import (Context, EpisodeBook, Escalation, ExecutorComponent, MemoryView, MonitorComponent,
                           PlanDecision, PlannerComponent, VerifierComponent, verdict_from_json)
-from ..controller import CancelToken
+from ..console.brain import OperatorBrain
+from ..console.desk import TAKEOVER_ROLES
+from ..controller import CancelToken, Report
 from ..roles.executor import Executor
 from ..roles.memory import Memory
 from ..roles.monitor import Monitor
 from ..roles.planner import Planner
 from ..roles.verifier import Verifier
 from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain, spin
+from .operator_proxy import OperatorProxy
 
 
 class RoleNode(MotorMindNode):
@@ -29,6 +32,11 @@ class RoleNode(MotorMindNode):
         self.exit_code = None
         self.rpc = RemoteCall(self) if self.p("brain") == "oracle" or self.needs_rpc() else None
         self.brain = make_brain(self, self.rpc)
+        self.closing = False
+        self.operator: OperatorProxy | None = None
+        if self.role in TAKEOVER_ROLES:      # the console may take this role over (and approve batches)
+            self.operator = OperatorProxy(self, on_pause=self.on_pause)
+            self.brain = OperatorBrain(self.brain, self.operator, abort=lambda: self.closing)
         self.cache = ObservationCache(self, self.cfg.images)
         self.memory_view = MemoryView(self.cfg.memory)
         self.instruction = ""
@@ -52,10 +60,14 @@ class RoleNode(MotorMindNode):
     def on_task(self, msg: dict) -> None:
         pass
 
+    def on_pause(self, paused: bool) -> None:
+        """The operator's ``pause`` topic changed (callback thread: quick)."""
+
     def say(self, text: str) -> None:
         self.log(f"[{time.monotonic() - self.t0:6.1f}s] {text}")
 
     def close(self) -> None:
+        self.closing = True
         try:
             self.brain.close()
         finally:
@@ -67,6 +79,7 @@ class PlannerNode(RoleNode):
 
     role = "planner"
     extra_params = {"instruction": ""}
+    outputs = ("plan", "task")
 
     def __init__(self):
         super().__init__()
@@ -109,6 +122,7 @@ class ExecutorNode(RoleNode):
 
     role = "executor"
     extra_params = {"privileged_evaluator": True, "exit_on_end": False}
+    outputs = ("commands", "episode", "escalation", "report")
 
     def needs_rpc(self) -> bool:
         return bool(self.p("privileged_evaluator"))
@@ -126,6 +140,7 @@ class ExecutorNode(RoleNode):
         self.seen_verdicts: set = set()
         self.report_steps = 0
         self.motion_s = 0.0
+        self.parked = False                     # paused by the operator before the next batch
         self.vlm = {"calls": 0, "s": 0.0}
         self.listen("plan", lambda m: self.worker.put(self._plan, m))
         self.listen("report", lambda m: self.worker.put(self._report, m))
@@ -140,6 +155,7 @@ class ExecutorNode(RoleNode):
     def on_task(self, msg: dict) -> None:
         self.component = ExecutorComponent(Executor(self.brain, self.record), self.cfg, self.prompt_ctx, self.say)
         self.book = EpisodeBook(self.cfg)
+        self.parked = False
         self.state = "await_plan"
         self.send("episode", {"event": "start", "instruction": self.instruction,
                               "brain": getattr(self.brain, "name", "?"),
@@ -233,11 +249,52 @@ class ExecutorNode(RoleNode):
         self.state = "await_plan"
         self.send("escalation", esc.to_json())
 
+    # -- the operator (console) -----------------------------------------------------------------
+    def on_pause(self, paused: bool) -> None:
+        if not paused:
+            self.worker.put(self._unpark)
+
+    def _unpark(self) -> None:
+        if self.parked and self.state not in ("ended", "idle"):
+            self.parked = False
+            self.say("resumed by the operator")
+            self._propose()
+
+    def _review(self, batch: dict) -> tuple:
+        """Approval mode: the operator approves, edits or rejects the batch. -> (batch or None, source, note)
+        (EpisodeRunner._review over the console's topics)."""
+        if self.operator.approval:
+            self.record("review", batch=batch, id=batch.get("batch_id", ""))
+        r = self.operator.review(batch, abort=lambda: self.closing)
+        if r.decision == "auto":
+            return batch, "executor", ""
+        self.record("review_decision", batch_id=batch.get("batch_id", ""), decision=r.decision, note=r.note, by=r.by,
+                    **({"edited_batch": r.batch} if r.decision == "edited" else {}))
+        self.say(f"batch {batch.get('batch_id')} {r.decision} by the operator" + (f": {r.note}" if r.note else ""))
+        return r.batch, {"approved": "executor (operator approved)", "edited": "operator (edited)"}.get(
+            r.decision, "executor"), r.note
+
+    def _operator_rejection(self, batch: dict, note: str) -> dict:
+        """The report of a batch the operator rejected: nothing moved (EpisodeRunner._operator_rejection)."""
+        st = self.cache.state or {}
+        why = note if note.startswith(("rejected", "not run")) else "rejected by the operator" + (f": {note}" if note else "")
+        out = Report(batch.get("batch_id", ""), batch.get("subgoal_id", ""), "rejected", [], reason=why,
+                     start_state=st, end_state=st, source="operator").to_json()
+        out["results"] = [{"index": i, "command": c, "status": "rejected", "reason": why, "commanded": {},
+                           "achieved": {}, "duration_s": 0.0, "steps": 0}
+                          for i, c in enumerate(batch.get("commands") or [])]
+        return out
+
     # -- the loop ---------------------------------------------------------------------------------
     def _propose(self) -> None:
         """The loop head and the next batch (this worker runs one job at a time: nothing interleaves)."""
         book = self.book
         while True:
+            if self.operator.paused:            # the operator's pause: hold here until resumed
+                if not self.parked:
+                    self.parked = True
+                    self.say("paused by the operator: holding before the next batch")
+                return
             success, steps = self._evaluate()
             if book.check(steps, success, ""):
                 return self._end()
@@ -246,8 +303,14 @@ class ExecutorNode(RoleNode):
             state, images = self.cache.look(f"{bid} {sg.id}")
             prop = self.component.propose(state, images, bid)
             if prop.batch is not None:
+                batch, source, note = self._review(prop.batch)
                 self.state, self.pending = "await_report", bid
-                self.send("commands", {"schema_version": SCHEMA_VERSION, **prop.batch})
+                if batch is None:                # rejected by the operator: nothing moves
+                    rep = self._operator_rejection(prop.batch, note)
+                    self.send("report", rep)
+                    return self._report(rep)
+                self.send("commands", {"schema_version": SCHEMA_VERSION, **batch,
+                                       **({"source": source} if source != "executor" else {})})
                 return
             if prop.escalate is not None:
                 return self._escalate(prop.escalate)
@@ -280,6 +343,7 @@ class VerifierNode(RoleNode):
     """A report that claims its subgoal -> a verdict (VerifierComponent)."""
 
     role = "verifier"
+    outputs = ("verdict",)
 
     def __init__(self):
         super().__init__()
@@ -334,6 +398,7 @@ class MonitorNode(RoleNode):
     """Action-boundary events of the batch under way -> cancel requests (MonitorComponent)."""
 
     role = "monitor"
+    outputs = ("cancel",)
 
     def __init__(self):
         super().__init__()
@@ -379,6 +444,7 @@ class MemoryNode(RoleNode):
     """Every event -> short summaries on ``memory`` (the Memory role, asynchronous)."""
 
     role = "memory"
+    outputs = ("memory",)
 
     def __init__(self):
         super().__init__()
