@@ -162,8 +162,10 @@ def test_replayed_pick_and_place_over_ros2_nodes_on_the_emulator(tmp_path, monke
             [("b1", "pick", True), ("b2", "place", True)], verdicts
 
         # every role answer came through the openai client from the replay server, over HTTP
+        # (the planner answers within moments of its start, possibly before this probe has matched its
+        # `events` publisher, which is volatile; the server's own log below counts every role's calls)
         calls = [e for e in probe.msgs["events"] if e.get("kind") == "vlm_call"]
-        assert {c["role"] for c in calls} >= {"planner", "executor", "verifier"}
+        assert {c["role"] for c in calls} >= {"executor", "verifier"}
         assert all(c["brain"] == "openai:motormind-replay" and c["ok"] and not c["privileged"] for c in calls), \
             [c for c in calls if not c["ok"]]
         served = [json.loads(line) for line in server_log.read_text().splitlines()]
