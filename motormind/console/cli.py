@@ -40,6 +40,9 @@ def register(sub) -> None:
     p.add_argument("--realtime", action="store_true", help="--robot fake: move in real time (as a real arm would)")
     p.add_argument("--out", default="runs/console", help="where episode records go (one folder each)")
     p.add_argument("--domain-id", type=int, default=None, help="--ros: ROS_DOMAIN_ID")
+    p.add_argument("--profile", default=None,
+                   help="--ros: the robot profile the page describes (fake, xarm6, libero_panda; the Controller "
+                        "validates with its own)")
     p.set_defaults(fn=_main)
 
 
@@ -90,7 +93,8 @@ def _main(a) -> int:
             import os
             os.environ["ROS_DOMAIN_ID"] = str(a.domain_id)
         from ..ros.console_node import run_console_node
-        return run_console_node(a.host, a.port, a.token)
+        argv = ["motormind-console", "--ros-args", "-p", f"profile:={a.profile}"] if a.profile else None
+        return run_console_node(a.host, a.port, a.token, argv)
     from ..components import EpisodeConfig
     from .session import EpisodeHost
 
