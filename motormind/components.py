@@ -490,3 +490,31 @@ class EpisodeBook:
             verifier_rejections=self.verifier_rejections, controller_rejections=self.controller_rejections,
             vlm_calls=vlm_calls, vlm_s=round(vlm_s, 3), motion_s=round(motion_s, 3), brain=brain,
             privileged=privileged, plan=[asdict(s) for s in (plan or [])])
+
+
+# -- the operator's review (console approval mode), shared by both transports -----------------------
+def review_batch(operator, batch: dict, record: Callable, say: Callable, abort: Callable[[], bool]) -> tuple:
+    """Hand a proposed batch to the operator's desk (approval mode: it waits for approve, edit or
+    reject). -> (batch to run or None, its source label, the operator's note)."""
+    if operator.approval:
+        record("review", batch=batch, id=batch.get("batch_id", ""))
+    r = operator.review(batch, abort=abort)
+    if r.decision == "auto":
+        return batch, "executor", ""
+    record("review_decision", batch_id=batch.get("batch_id", ""), decision=r.decision, note=r.note, by=r.by,
+           **({"edited_batch": r.batch} if r.decision == "edited" else {}))
+    say(f"batch {batch.get('batch_id')} {r.decision} by the operator" + (f": {r.note}" if r.note else ""))
+    return r.batch, {"approved": "executor (operator approved)", "edited": "operator (edited)"}.get(
+        r.decision, "executor"), r.note
+
+
+def operator_rejection(batch: dict, note: str, state: dict) -> dict:
+    """The report of a batch the operator rejected: every command rejected, nothing moved."""
+    from .controller import Report
+    why = note if note.startswith(("rejected", "not run")) else "rejected by the operator" + (f": {note}" if note else "")
+    out = Report(batch.get("batch_id", ""), batch.get("subgoal_id", ""), "rejected", [], reason=why,
+                 start_state=state, end_state=state, source="operator").to_json()
+    out["results"] = [{"index": i, "command": c, "status": "rejected", "reason": why, "commanded": {},
+                       "achieved": {}, "duration_s": 0.0, "steps": 0}
+                      for i, c in enumerate(batch.get("commands") or [])]
+    return out

@@ -14,7 +14,8 @@ import time
 from typing import Callable
 
 from .components import (Context, EpisodeBook, EpisodeConfig, EpisodeResult, ExecutorComponent,
-                         MonitorComponent, PlannerComponent, VerifierComponent, brief_report)
+                         MonitorComponent, PlannerComponent, VerifierComponent, brief_report, operator_rejection,
+                         review_batch)
 from .controller import CancelToken, Controller, Report
 from .record import Recorder
 from .roles.executor import Executor
@@ -165,7 +166,7 @@ class EpisodeRunner:
                     report = self._execute(batch, sg)
                     rep = report.to_json()
                 else:                      # rejected by the operator: nothing moves
-                    rep = self._operator_rejection(prop.batch, note)
+                    rep = operator_rejection(prop.batch, note, self.robot.observe().state_dict())
                 self._emit("report", **rep)
                 self._say(f"{sg.id} batch {rep['batch_id']}: {rep['status']}"
                           + (f" - {rep['reason'][:120]}" if rep["reason"] else ""))
@@ -211,30 +212,10 @@ class EpisodeRunner:
         return self.planner_c.replan(f"the operator gave a new instruction: {text}", False, self._look)
 
     def _review(self, batch: dict) -> tuple:
-        """Approval mode: the operator approves, edits or rejects the batch. -> (batch or None, source)"""
+        """Approval mode: the operator approves, edits or rejects the batch. -> (batch or None, source, note)"""
         if self.operator is None:
             return batch, "executor", ""
-        if self.operator.approval:
-            self.rec("review", batch=batch, id=batch.get("batch_id", ""))
-        r = self.operator.review(batch, abort=lambda: bool(self._stop_reason))
-        if r.decision == "auto":
-            return batch, "executor", ""
-        self.rec("review_decision", batch_id=batch.get("batch_id", ""), decision=r.decision, note=r.note, by=r.by,
-                 **({"edited_batch": r.batch} if r.decision == "edited" else {}))
-        self._say(f"batch {batch.get('batch_id')} {r.decision} by the operator" + (f": {r.note}" if r.note else ""))
-        return r.batch, {"approved": "executor (operator approved)", "edited": "operator (edited)"}.get(
-            r.decision, "executor"), r.note
-
-    def _operator_rejection(self, batch: dict, note: str) -> dict:
-        obs = self.robot.observe()
-        why = note if note.startswith(("rejected", "not run")) else "rejected by the operator" + (f": {note}" if note else "")
-        rep = Report(batch.get("batch_id", ""), batch.get("subgoal_id", ""), "rejected",
-                     [], reason=why, start_state=obs.state_dict(), end_state=obs.state_dict(), source="operator")
-        out = rep.to_json()
-        out["results"] = [{"index": i, "command": c, "status": "rejected", "reason": why, "commanded": {},
-                           "achieved": {}, "duration_s": 0.0, "steps": 0}
-                          for i, c in enumerate(batch.get("commands") or [])]
-        return out
+        return review_batch(self.operator, batch, self.rec, self._say, lambda: bool(self._stop_reason))
 
     def _execute(self, batch: dict, sg) -> Report:
         token = self.token = CancelToken()

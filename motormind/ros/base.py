@@ -341,19 +341,18 @@ class ObservationCache:
             return self.state or state or {}, dict(self.images)
 
 
-def spin(node_cls) -> int:
-    """Run one node until SIGINT/SIGTERM; exit code from ``node.exit_code``."""
+def spin(make_node, argv=None) -> int:
+    """Run one node (``make_node()``: its class, or any factory) until SIGINT/SIGTERM; exit code
+    from ``node.exit_code``; 2 when it could not start (its message printed)."""
     import signal
-    rclpy.init()
+    rclpy.init(args=argv)
     node = ex = None
     try:
-        node = node_cls()
+        node = make_node()
         stop = threading.Event()
-
-        def on_signal(signum, _frame):
-            stop.set()
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
         from rclpy.executors import SingleThreadedExecutor
         ex = SingleThreadedExecutor()          # callbacks only queue work: one thread is enough
         ex.add_node(node)

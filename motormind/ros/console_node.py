@@ -23,12 +23,9 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import signal
 import threading
 import time
-import traceback
 
-import rclpy
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
@@ -37,7 +34,7 @@ from ..console.runtime import ActionError, Runtime
 from ..console.server import ConsoleServer
 from ..geometry import quat_to_mat
 from . import graph
-from .base import MotorMindNode, image_from_msg
+from .base import MotorMindNode, image_from_msg, spin
 
 CONSOLE_PARAMS = {"console_host": "127.0.0.1", "console_port": 8765, "console_token": "", "reply_wait_s": 3.0,
                   "frame_hz": 5.0, "stale_batch_s": 120.0, "hold_s": 2.0}
@@ -499,40 +496,7 @@ def run_console_node(host: str = "127.0.0.1", port: int = 8765, token: str | Non
     defaults of the console_host / console_port / console_token parameters (``--ros-args`` in
     ``argv`` win). Exit code 2: it could not start (a port in use, a bad parameter)."""
     defaults = {"console_host": host, "console_port": int(port), "console_token": token or ""}
-    ctx_ok = False
-    node = ex = None
-    try:
-        rclpy.init(args=argv)
-        ctx_ok = True
-        node = ConsoleNode(defaults)
-        stop = threading.Event()
-        if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(s, lambda *_: stop.set())
-        from rclpy.executors import SingleThreadedExecutor
-        ex = SingleThreadedExecutor()
-        ex.add_node(node)
-        while not stop.is_set() and rclpy.ok():
-            ex.spin_once(timeout_sec=0.1)
-        node.clean_exit = True
-        return 0
-    except SystemExit as e:
-        msg = e.code if isinstance(e.code, str) else ""
-        if msg:
-            print(f"error: {msg}", flush=True)
-            return 2
-        return int(e.code or 0)
-    finally:
-        if ex is not None:
-            ex.shutdown(timeout_sec=2.0)
-        if node is not None:
-            try:
-                node.close()
-            except Exception:  # noqa: BLE001
-                traceback.print_exc()
-            node.destroy_node()
-        if ctx_ok and rclpy.ok():
-            rclpy.shutdown()
+    return spin(lambda: ConsoleNode(defaults), argv)
 
 
 def main(argv=None) -> int:

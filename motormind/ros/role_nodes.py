@@ -11,10 +11,11 @@ import time
 
 from .. import SCHEMA_VERSION
 from ..components import (Context, EpisodeBook, Escalation, ExecutorComponent, MemoryView, MonitorComponent,
-                          PlanDecision, PlannerComponent, VerifierComponent, verdict_from_json)
+                          PlanDecision, PlannerComponent, VerifierComponent, operator_rejection, review_batch,
+                          verdict_from_json)
 from ..console.brain import OperatorBrain
 from ..console.desk import TAKEOVER_ROLES
-from ..controller import CancelToken, Report
+from ..controller import CancelToken
 from ..roles.executor import Executor
 from ..roles.memory import Memory
 from ..roles.monitor import Monitor
@@ -260,31 +261,6 @@ class ExecutorNode(RoleNode):
             self.say("resumed by the operator")
             self._propose()
 
-    def _review(self, batch: dict) -> tuple:
-        """Approval mode: the operator approves, edits or rejects the batch. -> (batch or None, source, note)
-        (EpisodeRunner._review over the console's topics)."""
-        if self.operator.approval:
-            self.record("review", batch=batch, id=batch.get("batch_id", ""))
-        r = self.operator.review(batch, abort=lambda: self.closing)
-        if r.decision == "auto":
-            return batch, "executor", ""
-        self.record("review_decision", batch_id=batch.get("batch_id", ""), decision=r.decision, note=r.note, by=r.by,
-                    **({"edited_batch": r.batch} if r.decision == "edited" else {}))
-        self.say(f"batch {batch.get('batch_id')} {r.decision} by the operator" + (f": {r.note}" if r.note else ""))
-        return r.batch, {"approved": "executor (operator approved)", "edited": "operator (edited)"}.get(
-            r.decision, "executor"), r.note
-
-    def _operator_rejection(self, batch: dict, note: str) -> dict:
-        """The report of a batch the operator rejected: nothing moved (EpisodeRunner._operator_rejection)."""
-        st = self.cache.state or {}
-        why = note if note.startswith(("rejected", "not run")) else "rejected by the operator" + (f": {note}" if note else "")
-        out = Report(batch.get("batch_id", ""), batch.get("subgoal_id", ""), "rejected", [], reason=why,
-                     start_state=st, end_state=st, source="operator").to_json()
-        out["results"] = [{"index": i, "command": c, "status": "rejected", "reason": why, "commanded": {},
-                           "achieved": {}, "duration_s": 0.0, "steps": 0}
-                          for i, c in enumerate(batch.get("commands") or [])]
-        return out
-
     # -- the loop ---------------------------------------------------------------------------------
     def _propose(self) -> None:
         """The loop head and the next batch (this worker runs one job at a time: nothing interleaves)."""
@@ -303,10 +279,11 @@ class ExecutorNode(RoleNode):
             state, images = self.cache.look(f"{bid} {sg.id}")
             prop = self.component.propose(state, images, bid)
             if prop.batch is not None:
-                batch, source, note = self._review(prop.batch)
+                batch, source, note = review_batch(self.operator, prop.batch, self.record, self.say,
+                                                  lambda: self.closing)
                 self.state, self.pending = "await_report", bid
                 if batch is None:                # rejected by the operator: nothing moves
-                    rep = self._operator_rejection(prop.batch, note)
+                    rep = operator_rejection(prop.batch, note, self.cache.state or {})
                     self.send("report", rep)
                     return self._report(rep)
                 self.send("commands", {"schema_version": SCHEMA_VERSION, **batch,
