@@ -207,3 +207,14 @@ def test_http_refusals_name_the_field(console):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(url + "api/frame/nope", timeout=5)
     assert e.value.code == 404
+
+
+def test_cancel_queue_rejects_a_batch_waiting_for_approval(console, tmp_path):
+    host, robot, rt = console(approval=True, executor=[UP])
+    rt.act("instruction", {"text": "go up"}, A)
+    pending(host)
+    assert rt.act("cancel", {}, A)["detail"] == "1 waiting batch(es) rejected"
+    wait_for(lambda: events(tmp_path, "report"), what="the rejection's report")
+    rep = events(tmp_path, "report")[0]
+    assert rep["status"] == "rejected" and rep["reason"] == "rejected by the operator: cancelled by alice"
+    assert robot.executed == []

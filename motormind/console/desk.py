@@ -233,6 +233,16 @@ class OperatorDesk:
             self._decisions[pid] = {"decision": decision, "batch": batch, "note": note, "by": by}
             self._changed()
 
+    def reject_waiting(self, note: str, by: str = "") -> int:
+        """Reject every batch waiting for approval (cancel queue). -> how many."""
+        with self._cv:
+            ids = [p.id for p in self.pending.values() if p.kind == "review" and p.id not in self._decisions]
+            for pid in ids:
+                self._decisions[pid] = {"decision": "reject", "batch": None, "note": note, "by": by}
+            if ids:
+                self._changed()
+            return len(ids)
+
     def answer(self, pid: str, text: str, by: str = "") -> str:
         with self._cv:
             p = self.pending.get(pid)

@@ -137,11 +137,7 @@ class InProcessRuntime(Runtime):
 
     def do_cancel(self, args, who):
         reason = str(args.get("reason") or f"cancelled by {who.get('name') or 'operator'}")
-        n = 0
-        for p in list(self.desk.pending.values()):
-            if p.kind == "review":
-                self.desk.decide(p.id, "reject", None, reason, who.get("name", ""))
-                n += 1
+        n = self.desk.reject_waiting(reason, who.get("name", ""))
         r = self.runner
         cancelled = bool(r and r.cancel(reason, "operator"))
         if not cancelled and not n:

@@ -299,14 +299,7 @@ class RosRuntime(Runtime):
 
     def do_cancel(self, args, who):
         reason = str(args.get("reason") or f"cancelled by {who.get('name') or 'operator'}")
-        n = 0
-        for p in list(self.desk.pending.values()):
-            if p.kind == "review":
-                try:
-                    self.desk.decide(p.id, "reject", None, reason, who.get("name", ""))
-                    n += 1
-                except KeyError:
-                    pass
+        n = self.desk.reject_waiting(reason, who.get("name", ""))
         running = self._under_way()
         for bid in running:
             self.node.send("cancel", {"batch_id": bid, "reason": reason, "source": "operator"})
