@@ -1,4 +1,4 @@
-"""The operator console as a ROS 2 node on the MotorMind topic contract (docs/console-ros.md).
+"""The operator console as a ROS 2 node on the MotorMind topic contract (docs/console.md, "ROS 2").
 
 It serves the same page, view and actions as the in-process console (motormind/console/): the view
 is folded from the graph's topics turned into the record events ``ConsoleView.on_event`` knows,
