@@ -21,6 +21,7 @@ pytest.importorskip("rclpy")
 from motormind.ros import graph  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import WATCH, Probe  # noqa: E402
+from rostest_util import Log  # noqa: E402
 
 PLAN = {"schema_version": 1, "subgoals": [{"id": "s1", "description": "reach up", "success_criterion": "raised"}]}
 B1 = {"commands": [{"op": "move", "direction": "up", "distance_mm": 30}]}                      # the operator rejects it
@@ -43,20 +44,6 @@ def _free_domain() -> int:
         if not any(7400 + 250 * d <= p < 7400 + 250 * (d + 1) for p in bound):
             return d
     return ids[0]
-
-
-class Log:
-    def __init__(self):
-        self.lines = []
-
-    def write(self, s):
-        self.lines.append(s)
-
-    def flush(self):
-        pass
-
-    def text(self):
-        return "".join(self.lines)
 
 
 class Console:

@@ -3,7 +3,6 @@
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -15,20 +14,9 @@ pytest.importorskip("rclpy")
 pytest.importorskip("mcap_ros2")
 
 from motormind.mcap_record import read_messages  # noqa: E402
+from rostest_util import kill_nodes  # noqa: E402
 
 pytestmark = pytest.mark.sim
-
-
-def _kill_nodes(log: str) -> None:
-    """The launcher could not stop its nodes: end each one it started (checked by command line)."""
-    for m in re.finditer(r"started \S+ \(pid (\d+)\)", log):
-        pid = int(m.group(1))
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"motormind.ros" in fh.read():
-                    os.kill(pid, signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            pass
 
 
 def test_oracle_episode_over_dds_succeeds_and_is_recorded(tmp_path):
@@ -51,7 +39,7 @@ def test_oracle_episode_over_dds_succeeds_and_is_recorded(tmp_path):
             except subprocess.TimeoutExpired:
                 p.kill()
                 reader.join(timeout=10)
-                _kill_nodes("".join(lines))
+                kill_nodes("".join(lines))
         reader.join(timeout=10)
     out = "".join(lines)
     assert p.returncode == 0, out[-5000:]

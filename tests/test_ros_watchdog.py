@@ -16,24 +16,11 @@ pytest.importorskip("rclpy")
 from motormind.ros import graph  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import Probe  # noqa: E402
+from rostest_util import Log  # noqa: E402
 
 DOMAIN = random.Random(f"wd{os.getpid()}").randint(100, 169)
 PLAN = {"schema_version": 1, "subgoals": [{"id": "s1", "description": "sweep", "success_criterion": "swept"}]}
 SWEEP = {"commands": [{"op": "move", "direction": d, "distance_mm": 100} for d in ("left", "right") * 4]}
-
-
-class Log:
-    def __init__(self):
-        self.lines = []
-
-    def write(self, s):
-        self.lines.append(s)
-
-    def flush(self):
-        pass
-
-    def text(self):
-        return "".join(self.lines)
 
 
 def test_killing_the_executor_trips_the_watchdog_and_a_restarted_controller_is_stopped(tmp_path):

@@ -11,7 +11,6 @@ replay server reads. What the arm did is read from the emulator, not from the st
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ pytest.importorskip("openai")
 from motormind.brains.scripted import DEFAULTS  # noqa: E402
 from motormind.ros.probe import WATCH, Probe  # noqa: E402
 from motormind.sim.xarm_emulator import XArmEmulator, free_loopback_host  # noqa: E402
+from rostest_util import kill_nodes  # noqa: E402
 
 pytestmark = pytest.mark.xarm
 
@@ -73,18 +73,6 @@ def _stop(p: subprocess.Popen, timeout: float = 30) -> None:
             p.wait()
 
 
-def _kill_nodes(log: str) -> None:
-    """The launcher could not stop its nodes: end each one it started (checked by command line)."""
-    for m in re.finditer(r"started \S+ \(pid (\d+)\)", log):
-        pid = int(m.group(1))
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"motormind.ros" in fh.read():
-                    os.kill(pid, signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            pass
-
-
 def test_replayed_pick_and_place_over_ros2_nodes_on_the_emulator(tmp_path, monkeypatch):
     record = tmp_path / "rehearsal" / "events.jsonl"
     write_record(record)
@@ -123,7 +111,7 @@ def test_replayed_pick_and_place_over_ros2_nodes_on_the_emulator(tmp_path, monke
             _stop(launch)
             reader.join(timeout=10)
             if launch.returncode is None or launch.returncode < 0:
-                _kill_nodes("".join(lines))
+                kill_nodes("".join(lines))
         wall = time.monotonic() - t0
         out = "".join(lines)
 
@@ -179,7 +167,7 @@ def test_replayed_pick_and_place_over_ros2_nodes_on_the_emulator(tmp_path, monke
             probe.close()
         if launch is not None and launch.poll() is None:
             _stop(launch)
-            _kill_nodes("".join(lines))
+            kill_nodes("".join(lines))
         if server is not None:
             server.terminate()
             try:
