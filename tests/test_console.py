@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from waiting import wait_for
 
 from motormind.brains.scripted import ScriptedBrain
 from motormind.console.brain import OperatorOnlyBrain
@@ -20,16 +21,6 @@ UP = {"commands": [{"op": "move", "direction": "up", "distance_mm": 30},
                    {"op": "move", "direction": "up", "distance_mm": 30}, {"op": "done"}]}
 A = {"client": "a", "name": "alice"}
 B = {"client": "b", "name": "bob"}
-
-
-def wait_for(cond, timeout=10.0, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

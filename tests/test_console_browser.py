@@ -19,6 +19,7 @@ from motormind.brains.scripted import ScriptedBrain  # noqa: E402
 from motormind.console.session import EpisodeHost  # noqa: E402
 from motormind.profile import load_profile  # noqa: E402
 from motormind.robots.fake import FakeRobot  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -85,16 +86,6 @@ def events(run_root: Path, kind: str) -> list:
     for f in sorted(run_root.rglob("events.jsonl")):
         out += [e for e in map(json.loads, f.read_text().splitlines()) if e["kind"] == kind]
     return out
-
-
-def wait_for(cond, timeout=20.0, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_approval_batch_waits_then_runs_and_frames_follow_the_arm(page, tmp_path):

@@ -94,24 +94,23 @@ class Runtime:
         self.desk.set_approval(on)
         return {"detail": f"approval mode {'on: each batch waits for you' if on else 'off'}"}
 
+    def _decide(self, args, who, decision: str, batch=None) -> str:
+        pid = str(args.get("id"))
+        try:
+            self.desk.decide(pid, decision, batch, str(args.get("note", "")), who.get("name", ""))
+        except KeyError as e:
+            raise ActionError(str(e.args[0]), 404) from None
+        return pid
+
     def do_approve(self, args, who):
-        pid = args.get("id")
         batch = _obj(args, "batch")
         if batch is not None and not isinstance(batch, dict):
             raise ActionError("batch: an edited batch must be a JSON object {\"commands\": [...]}")
-        try:
-            self.desk.decide(str(pid), "approve", batch, str(args.get("note", "")), who.get("name", ""))
-        except KeyError as e:
-            raise ActionError(str(e.args[0]), 404) from None
+        pid = self._decide(args, who, "approve", batch)
         return {"detail": f"{pid}: {'edited and approved' if batch is not None else 'approved'}"}
 
     def do_reject(self, args, who):
-        pid = args.get("id")
-        try:
-            self.desk.decide(str(pid), "reject", None, str(args.get("note", "")), who.get("name", ""))
-        except KeyError as e:
-            raise ActionError(str(e.args[0]), 404) from None
-        return {"detail": f"{pid}: rejected"}
+        return {"detail": f"{self._decide(args, who, 'reject')}: rejected"}
 
     def do_takeover(self, args, who):
         role, on = args.get("role"), args.get("on")
