@@ -328,17 +328,22 @@ class Controller:
             achieved["error_mm"] = round(err_mm, 2)
             if err_mm > tol.position_mm:
                 along = float(np.dot(np.asarray(end.eef_pos_m) - p0, np.asarray(cmd.vector))) * 1000
-                status = "blocked"
-                reason = (f"achieved {along:.1f} of {cmd.distance_mm:g} mm along the commanded direction; "
-                          f"error {err_mm:.1f} mm > tolerance {tol.position_mm:g} mm"
-                          + (f" ({mres.note})" if mres.note else ""))
+                achieved_txt = f"achieved {along:.1f} of {cmd.distance_mm:g} mm along the commanded direction"
+                if mres.contact or err_mm > tol.continue_mm:
+                    status = "blocked"
+                    reason = (f"{'stopped by contact: ' if mres.contact else ''}{achieved_txt}; "
+                              f"error {err_mm:.1f} mm > tolerance {tol.position_mm:g} mm"
+                              + (f" ({mres.note})" if mres.note else ""))
+                else:   # settled a little short, nothing in the way: the batch goes on
+                    reason = (f"settled {err_mm:.1f} mm from the target without contact ({achieved_txt}); "
+                              f"within continue_mm {tol.continue_mm:g} mm, so the batch goes on")
         elif motion.kind == "rotate":
             err_deg = math.degrees(angle_between(rot_goal, quat_to_mat(end.eef_quat_xyzw)))
             achieved["error_deg"] = round(err_deg, 2)
             if err_deg > tol.rotation_deg:
                 status = "blocked"
-                reason = (f"rotation error {err_deg:.1f} deg > tolerance {tol.rotation_deg:g} deg"
-                          + (f" ({mres.note})" if mres.note else ""))
+                reason = (f"{'stopped by contact: ' if mres.contact else ''}rotation error {err_deg:.1f} deg "
+                          f"> tolerance {tol.rotation_deg:g} deg" + (f" ({mres.note})" if mres.note else ""))
         elif motion.kind == "gripper" and not mres.converged:
             status = "blocked"
             reason = mres.note or "gripper did not reach its target"

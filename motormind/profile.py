@@ -32,6 +32,8 @@ class Tolerances:
     rotation_deg: float
     settle_mm_per_step: float
     max_steps_per_command: int
+    continue_mm: float = 0.0          # a move that settles this close to its target without contact is
+                                      # done (reported with its error); farther, or against contact: blocked
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,11 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
         position_mm=_num(tol, "position_mm", "tolerances"),
         rotation_deg=_num(tol, "rotation_deg", "tolerances"),
         settle_mm_per_step=_num(tol, "settle_mm_per_step", "tolerances"),
-        max_steps_per_command=int(_num(tol, "max_steps_per_command", "tolerances")))
+        max_steps_per_command=int(_num(tol, "max_steps_per_command", "tolerances")),
+        continue_mm=_num(tol, "continue_mm", "tolerances") if "continue_mm" in tol else _num(tol, "position_mm", "tolerances"))
+    if tolerances.continue_mm < tolerances.position_mm:
+        raise ConfigError(f"tolerances.continue_mm: must be >= position_mm ({tolerances.position_mm:g}), "
+                          f"got {tolerances.continue_mm:g}")
     return RobotProfile(
         name=str(d["name"]), description=str(d.get("description", "")), limits=limits,
         workspace_mm=ws, directions=dirs, rotation_frame=rot["frame"], rotation_axes=axes,

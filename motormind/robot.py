@@ -69,6 +69,8 @@ class MotionResult:
     converged: bool = True           # reached the target within tolerance
     stopped: bool = False            # interrupted by the emergency stop
     note: str = ""                   # e.g. "stalled: finger gap steady at 8.4 mm"
+    contact: bool = False            # the motion ended against something (the arm, its tool or the held
+                                     # object touching the scene); a shortfall without contact is a settle
 
 
 class Robot(ABC):

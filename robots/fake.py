@@ -96,7 +96,7 @@ class FakeRobot(Robot):
                 new[2] = self.obstacle_z_m
                 if abs(new[2] - self.pos[2]) < 1e-12 and np.linalg.norm(new[:2] - self.pos[:2]) < 1e-12:
                     self._tick()
-                    return MotionResult(k + 1, converged=False, note="stalled: contact")
+                    return MotionResult(k + 1, converged=False, note="stalled: contact", contact=True)
             self.pos = new
             a = np.linalg.norm(dr)
             if a > 1e-12:

@@ -39,7 +39,8 @@ SETTLE_ACTION = (0, 0, 0, 0, 0, 0, -1)
 STEP_S = 0.05                     # one env step (20 Hz control, 25 MuJoCo substeps of 2 ms)
 OUTPUT_MAX_POS = 0.05             # OSC output_max, m per unit action
 OUTPUT_MAX_ROT = 0.5              # rad per unit action
-KP, KD, KR = 3.0, 4.0, 1.0        # the tested servo law of libero-pro.md §1.3
+KP, KD = 3.0, 4.0                 # the tested translation servo law of libero-pro.md §1.3
+KR, KDR = 2.0, 2.0                # rotation: proportional on the axis-angle error, damped on its rate
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 SMALL_POS_FLOOR_M = 0.0001        # free-space servo residual is ~0.1-0.2 mm
 SMALL_VEL_FLOOR_M = 0.00005
@@ -149,7 +150,7 @@ class LiberoRobot(Robot):
             ctrl.reset_goal()
             self._refresh_ids()       # §7.2: hard reset rebuilt env.env.sim
             self._grip_cmd = -1.0
-            self._p_before_last = None
+            self._p_before_last = self._r_before_last = None
             for _ in range(SETTLE_STEPS):
                 self._raw_step(np.asarray(SETTLE_ACTION, dtype=float))
             self.steps_used = 0
@@ -191,13 +192,15 @@ class LiberoRobot(Robot):
         return float(q[0] - q[1]) * 1000.0
 
     def _raw_step(self, action: np.ndarray) -> None:
-        self._p_before_last = self._site_pose().p
+        pose = self._site_pose()
+        self._p_before_last, self._r_before_last = pose.p, pose.r
         self._env.step(action)
 
     def _servo_action(self, pose: _Pose, p_tgt_w, r_tgt_w, v) -> np.ndarray:
         a = np.zeros(7)
         a[:3] = np.clip((KP * (p_tgt_w - pose.p) - KD * v) / OUTPUT_MAX_POS, -1, 1)
-        a[3:6] = np.clip(KR * rot_error(r_tgt_w, pose.r) / OUTPUT_MAX_ROT, -1, 1)
+        w = np.zeros(3) if self._r_before_last is None else rot_error(pose.r, self._r_before_last)
+        a[3:6] = np.clip((KR * rot_error(r_tgt_w, pose.r) - KDR * w) / OUTPUT_MAX_ROT, -1, 1)
         a[6] = self._grip_cmd
         return a
 
@@ -320,11 +323,15 @@ class LiberoRobot(Robot):
         err0 = float(np.linalg.norm(p_tgt - pose0.p))
         ang0 = float(np.linalg.norm(rot_error(r_tgt, pose0.r)))
         # Small commands (down to the profile's 0.5 mm / 0.5 deg minimum): tighten the thresholds
-        # to 10 % of the commanded size, floored at what the servo reliably achieves, so that
-        # "achieved vs commanded" stays meaningful.
-        pos_tol = min(pos_tol, max(SMALL_POS_FLOOR_M, 0.1 * err0))
-        v_tol = min(v_tol, max(SMALL_VEL_FLOOR_M, 0.25 * err0))
-        rot_tol = min(rot_tol, max(SMALL_ROT_FLOOR_RAD, 0.1 * ang0))
+        # of the commanded quantity to 10 % of the commanded size, floored at what the servo
+        # reliably achieves, so that "achieved vs commanded" stays meaningful. The quantity a
+        # command holds (orientation during a move, position during a rotation) keeps the
+        # profile's tolerance: tightening it to a zero-size command would only burn steps.
+        if motion.kind == "move":
+            pos_tol = min(pos_tol, max(SMALL_POS_FLOOR_M, 0.1 * err0))
+            v_tol = min(v_tol, max(SMALL_VEL_FLOOR_M, 0.25 * err0))
+        else:
+            rot_tol = min(rot_tol, max(SMALL_ROT_FLOOR_RAD, 0.1 * ang0))
         stall_w = math.radians(0.1)
         steps, still, prev_ang = 0, 0, None
         while True:
@@ -352,12 +359,52 @@ class LiberoRobot(Robot):
                         return MotionResult(steps, True, False,
                                             f"settled within tolerance (no further progress): residual "
                                             f"{err * 1000:.1f} mm, {math.degrees(ang):.1f} deg")
+                    touching = self._touching()
                     return MotionResult(steps, False, False,
                                         f"stalled: no progress for {still} steps, residual "
-                                        f"{err * 1000:.1f} mm, {math.degrees(ang):.1f} deg")
+                                        f"{err * 1000:.1f} mm, {math.degrees(ang):.1f} deg"
+                                        + (f"; in contact ({touching})" if touching else ""),
+                                        contact=bool(touching))
                 prev_ang = ang
                 self._step_servo(p_tgt, r_tgt)
                 steps += 1
+
+    def _touching(self) -> str:
+        """What of the robot touches the scene now, as a force sensor would tell it (no names of
+        scene objects): "" when nothing; else "fingers", "hand", "arm" and/or "held object"."""
+        sim = self._env.env.sim
+        model, data = sim.model, sim.data
+        raw = model._model
+        root = np.asarray(raw.body_rootid)
+        robot_root = root[raw.site_bodyid[self._site_id]]
+        geom_body = np.asarray(raw.geom_bodyid)
+        finger_roots: dict[int, set] = {}        # scene root body -> which fingers touch it
+        touches: list[tuple[int, int]] = []      # (robot geom, scene geom)
+        for i in range(int(data.ncon)):
+            c = data.contact[i]
+            g1, g2 = int(c.geom1), int(c.geom2)
+            r1, r2 = root[geom_body[g1]], root[geom_body[g2]]
+            if (r1 == robot_root) == (r2 == robot_root):
+                continue
+            g_rob, g_scene = (g1, g2) if r1 == robot_root else (g2, g1)
+            touches.append((g_rob, g_scene))
+            name = model.geom_id2name(g_rob) or ""
+            for f in ("finger1", "finger2"):
+                if f in name:
+                    finger_roots.setdefault(int(root[geom_body[g_scene]]), set()).add(f)
+        held = {r for r, fs in finger_roots.items() if len(fs) == 2}
+        parts = set()
+        for g_rob, g_scene in touches:
+            if int(root[geom_body[g_scene]]) in held:
+                continue
+            name = model.geom_id2name(g_rob) or ""
+            parts.add("fingers" if "finger" in name else "hand" if name.startswith("gripper0") else "arm")
+        for i in range(int(data.ncon)):
+            c = data.contact[i]
+            r1, r2 = int(root[geom_body[int(c.geom1)]]), int(root[geom_body[int(c.geom2)]])
+            if (r1 in held) != (r2 in held) and robot_root not in (r1, r2):
+                parts.add("held object")
+        return ", ".join(sorted(parts))
 
     def _exec_wait(self, motion, p_tgt, r_tgt, estop) -> MotionResult:
         n = max(0, int(round(float(motion.seconds) / STEP_S)))
@@ -407,16 +454,22 @@ class LiberoRobot(Robot):
                     cmd = 0.0                               # partial: hold the integrated command
                 ramping = n_cmd is not None and steps < n_cmd
                 if n_cmd is None:   # full open/close: the finger command integrates; a gap that has
-                    c = self._grip_state()      # not moved yet is not "steady" until it saturates
+                    c = self._grip_state()      # not moved yet is not "steady" until it saturates ...
                     ramping = (cmd < 0 and c > -1.0 + 1e-6) or (cmd > 0 and c < 1.0 - 1e-6)
+                    # ... except fingers stopped on an object by a command already past its gap: the
+                    # command keeps integrating to saturation during the next commands (_grip_cmd),
+                    # so the grip only tightens; waiting for saturation here would only burn steps.
+                    if cmd > 0 and ramping and GRIP_MM_PER_UNIT * (1.0 - c) < w - GRIP_HELD_MARGIN_MM:
+                        ramping = False
                 steady = steady + 1 if (steps > 0 and dw < GRIP_STEADY_MM and not ramping) else 0
                 done = steady >= GRIP_STEADY_STEPS or (full_close and steps > 0 and w < EMPTY_CLOSED_MM) \
-                    or (full_open and steps > 0 and w > self.profile.gripper_max_width_mm - 1.0)
+                    or (full_open and steps > 0 and w > self.profile.gripper_max_width_mm - GRIP_OPEN_MARGIN_MM)
                 if n_cmd == 0 and steps == 0 and abs(w - target_w) < GRIP_STEP_MM / 2 and dw < GRIP_STEADY_MM:
                     done = True
                 if done:
                     self._grip_cmd = cmd
-                    expected = float(np.clip(GRIP_MM_PER_UNIT * (1.0 - self._grip_state()), EMPTY_CLOSED_MM,
+                    final_c = 1.0 if full_close else -1.0 if full_open else self._grip_state()
+                    expected = float(np.clip(GRIP_MM_PER_UNIT * (1.0 - final_c), EMPTY_CLOSED_MM,
                                              self.profile.gripper_max_width_mm))
                     return MotionResult(steps, True, False,
                                         self._grip_note(w, target_w, expected, closing, full_open, full_close))
@@ -514,3 +567,4 @@ GRIP_STEADY_MM = 0.3      # |d width| per step below this ...
 GRIP_STEADY_STEPS = 2     # ... for this many consecutive steps: the fingers have stopped
 EMPTY_CLOSED_MM = 3.0     # closed on nothing settles at ~2 mm; below 3 mm counts as closed
 GRIP_HELD_MARGIN_MM = 4.0 # closing stalled this far above the expected gap: an object is held
+GRIP_OPEN_MARGIN_MM = 3.0 # "open" is done within this of the widest gap (the last millimetres creep)

@@ -200,6 +200,120 @@ class Scene:
                       "kind": "object" if n in self._e.objects_dict else "fixture"}
         return out
 
+    # ------------------------------------------------------------------ the oracle's world
+    def world(self) -> dict:
+        """Everything the oracle plans with, as plain JSON-able data (base frame, m):
+
+        ``bodies``: per object / fixture: ``kind``, ``pos`` (body origin, the point LIBERO's
+        predicates test), ``rot`` (3x3 row-major, body frame -> base), ``local_lo``/``local_hi``
+        (the collision geoms' extent in the body frame: an oriented box), ``boxes`` (one
+        axis-aligned [lo, hi] per collision geom, base frame), ``lo``/``hi`` (their union).
+        ``static``: [lo, hi] boxes of the scene's other collision geoms (tables, walls);
+        ``ground_z``: the floor plane's height (None without one).
+        ``articulations``: per joint of an articulated fixture: ``fixture``, ``joint``, ``type``
+        (slide | hinge), ``q``, ``range``, ``axis`` and ``anchor`` (base frame), ``body`` (the
+        moving body), ``parts`` (its collision geoms: name, centre, half sizes, rot), ``regions``
+        (the regions it moves) and ``ranges`` (LIBERO's open / close / turn-on / turn-off ranges).
+        ``predicates``: the truth of open / close / turnon / turnoff for every articulated fixture
+        and region, keyed "op name"."""
+        with self._lock():
+            e = self._e
+            model, data = e.sim.model, e.sim.data
+            raw = model._model
+            r = self._robot
+            rb, bp = r.base_rot, r.base_pos
+            root = np.asarray(raw.body_rootid)
+            owner = {int(bid): n for n, bid in e.obj_body_id.items()}
+            robot_root = int(root[raw.site_bodyid[r._site_id]])
+            aabb = np.asarray(model.geom_aabb)
+            signs = np.array(list(itertools.product((-1, 1), repeat=3)), dtype=float)
+            bodies: dict = {n: {"kind": "object" if n in e.objects_dict else "fixture", "boxes": [], "pts": []}
+                            for n in e.obj_body_id}
+            static, ground_z = [], None
+            gids = np.flatnonzero((raw.geom_contype != 0) | (raw.geom_conaffinity != 0))
+            gids = gids[root[raw.geom_bodyid[gids]] != robot_root]
+            planes = gids[raw.geom_type[gids] == 0]
+            for g in planes:                          # a plane: the floor
+                z = float(r.to_base_pos(data.geom_xpos[g])[2])
+                ground_z = z if ground_z is None else max(ground_z, z)
+            gids = gids[raw.geom_type[gids] != 0]
+            # every geom's local box corners, to the world, to the base frame: (n, 8, 3)
+            local = aabb[gids, None, :3] + signs[None] * aabb[gids, None, 3:]
+            xm = np.asarray(data.geom_xmat)[gids].reshape(-1, 3, 3)
+            world_pts = np.asarray(data.geom_xpos)[gids, None, :] + np.einsum("nkj,nij->nki", local, xm)
+            pts_all = (world_pts - bp) @ rb
+            los, his = pts_all.min(axis=1), pts_all.max(axis=1)
+            for k, g in enumerate(gids):
+                b = int(raw.geom_bodyid[g])
+                name = owner.get(int(root[b])) or owner.get(b)
+                box = [los[k].tolist(), his[k].tolist()]
+                if name is None:
+                    static.append(box)
+                else:
+                    bodies[name]["boxes"].append(box)
+                    bodies[name]["pts"].append(pts_all[k])
+            for n, bd in bodies.items():
+                bid = e.obj_body_id[n]
+                p = r.to_base_pos(data.body_xpos[bid])
+                rot = r.to_base_rot(quat_to_mat(_wxyz_to_xyzw(data.body_xquat[bid])))
+                pts = np.vstack(bd.pop("pts")) if bd["boxes"] else p[None, :]
+                loc = (pts - p) @ rot                     # into the body frame
+                bd.update(pos=p.tolist(), rot=rot.ravel().tolist(), local_lo=loc.min(axis=0).tolist(),
+                          local_hi=loc.max(axis=0).tolist(), lo=pts.min(axis=0).tolist(),
+                          hi=pts.max(axis=0).tolist())
+            arts, preds = self._articulations(model, data, raw, root, owner, aabb)
+            return {"frame": "base", "units": "m", "bodies": bodies, "static": static, "ground_z": ground_z,
+                    "articulations": arts, "predicates": preds,
+                    "regions": {n: {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                                    for k, v in self.region(n).items()} for n in self.region_names}}
+
+    def _articulations(self, model, data, raw, root, owner, aabb):
+        e, r = self._e, self._robot
+        by_joint: dict = {}
+        for rn, site in e.object_sites_dict.items():
+            for j in getattr(site, "joints", None) or []:
+                by_joint.setdefault(j, []).append(rn)
+        arts, preds = [], {}
+        for fx in e.fixtures_dict:
+            obj = e.get_object(fx)
+            props = (getattr(obj, "object_properties", None) or {}).get("articulation") or {}
+            for j in getattr(obj, "joints", None) or []:
+                try:
+                    jid = model.joint_name2id(j)
+                except (ValueError, KeyError):
+                    continue
+                jt = int(raw.jnt_type[jid])
+                if jt not in (2, 3):                 # slide, hinge (free joints are objects)
+                    continue
+                b = int(raw.jnt_bodyid[jid])
+                xmat = data.xmat[b].reshape(3, 3)
+                axis = r.base_rot.T @ (xmat @ raw.jnt_axis[jid])
+                anchor = r.to_base_pos(data.xanchor[jid])
+                parts = []
+                for g in range(raw.ngeom):
+                    if int(raw.geom_bodyid[g]) != b or not (raw.geom_contype[g] or raw.geom_conaffinity[g]):
+                        continue
+                    gm = r.to_base_rot(data.geom_xmat[g].reshape(3, 3))
+                    c = r.to_base_pos(data.geom_xpos[g] + data.geom_xmat[g].reshape(3, 3) @ aabb[g, :3])
+                    parts.append({"name": model.geom_id2name(g) or f"geom{g}", "c": c.tolist(),
+                                  "half": aabb[g, 3:].tolist(), "rot": gm.ravel().tolist()})
+                arts.append({"fixture": fx, "joint": j, "type": "slide" if jt == 2 else "hinge",
+                             "q": float(data.qpos[raw.jnt_qposadr[jid]]), "range": raw.jnt_range[jid].tolist(),
+                             "axis": axis.tolist(), "anchor": anchor.tolist(), "body": model.body_id2name(b),
+                             "parts": parts, "regions": by_joint.get(j, []),
+                             "ranges": {k.removeprefix("default_").removesuffix("_ranges"): list(v)
+                                        for k, v in props.items() if k.endswith("_ranges") and v}})
+            mine = [a for a in arts if a["fixture"] == fx]
+            if not mine:
+                continue
+            for n in [fx] + [rn for a in mine for rn in a["regions"]]:
+                for op in ("open", "close", "turnon", "turnoff"):
+                    try:
+                        preds[f"{op} {n}"] = bool(e._eval_predicate([op, n]))
+                    except Exception:  # noqa: BLE001 - not an articulated fixture of that kind
+                        pass
+        return arts, preds
+
     def snapshot(self) -> dict:
         """Everything above as plain JSON-able data (lists of floats), for logs and the oracle."""
         def f(a):
@@ -215,5 +329,5 @@ class Scene:
             "goal_state": self.goal_state, "goal_status": [[p, t] for p, t in self.goal_status()],
             "obj_of_interest": self.obj_of_interest, "success": self.success(),
             "language_instruction": self.language_instruction, "task_language": self.task_language,
-            "objects": objs, "regions": regions,
+            "objects": objs, "regions": regions, "world": self.world(),
         }
