@@ -23,10 +23,11 @@ from typing import Callable
 import numpy as np
 
 from . import SCHEMA_VERSION
-from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch, decode_json
+from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch
 from .errors import CommandError, RobotFault
 from .geometry import angle_between, axis_angle_to_mat, quat_to_mat, rot_error
 from .robot import Motion, Observation, Robot
+from .strict_json import decode_json, show, writable
 
 STATUSES = ("done", "rejected", "cancelled", "blocked", "fault")
 
@@ -179,6 +180,9 @@ class Controller:
             header, parsed, issues = check_batch(obj, prof)
         except CommandError as e:
             return None, [str(e)], {"batch_id": "", "subgoal_id": "", "commands": []}
+        except Exception as e:  # noqa: BLE001 - fail closed: what no check can digest moves nothing
+            return None, [f"batch: not checkable ({type(e).__name__}: {show(e)})"], \
+                {"batch_id": "", "subgoal_id": "", "commands": []}
         header["commands"] = obj.get("commands") if isinstance(obj.get("commands"), list) else []
         reasons = [""] * len(parsed)
         batch_reasons = []
@@ -224,10 +228,11 @@ class Controller:
             if batch is not None:   # valid, but the e-stop is latched
                 reasons = [f"emergency stop latched ({self.estop_reason}); reset required"] * len(raw)
             why = next((r for r in reasons if not r.startswith("not run")), reasons[0] if reasons else "invalid")
+            why = why.removeprefix("not run: ")
             if not raw:
                 results = [CommandResult(-1, {}, "rejected", why)]
             else:
-                results = [CommandResult(i, c if isinstance(c, dict) else {"value": c}, "rejected",
+                results = [CommandResult(i, writable(c if isinstance(c, dict) else {"value": c}), "rejected",
                                          reasons[i] if i < len(reasons) else why)
                            for i, c in enumerate(raw)]
             rep = Report(bid, sgid, "rejected", results, reason=why, estop=self._estop.is_set(),
