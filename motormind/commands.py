@@ -28,7 +28,7 @@ import numpy as np
 from . import SCHEMA_VERSION
 from .errors import CommandError
 from .profile import RobotProfile
-from .strict_json import MAX_DEPTH, decode_json, depth_of, finite_number, show
+from .strict_json import check_depth, decode_json, finite_number, show
 
 OPS = ("move", "rotate", "gripper", "wait", "done")
 NOTE_MAX_CHARS = 500         # a done command's note
@@ -279,13 +279,12 @@ def check_batch(obj: Any, profile: RobotProfile) -> tuple[dict, list, list[Issue
     """Check a decoded batch. Returns (header, per-command parse results, issues).
 
     Each per-command result is a Command or None (invalid). Issues list every problem found, so one
-    answer can be told all its mistakes at once. A value that is not an object, or that nests deeper
-    than ``strict_json.MAX_DEPTH``, raises CommandError."""
+    answer can be told all its mistakes at once. A value that is not an object raises CommandError.
+    It reads a fixed depth into ``obj`` whatever its nesting (``strict_json.check_depth`` bounds a
+    transport's dict before anything echoes it)."""
     issues: list[Issue] = []
     if not isinstance(obj, dict):
         raise CommandError(f"batch: must be a JSON object, got {type(obj).__name__}", "batch")
-    if depth_of(obj) > MAX_DEPTH:
-        raise CommandError(f"batch: nested deeper than {MAX_DEPTH} levels (the limit of {MAX_DEPTH})", "batch")
     ver = obj.get("schema_version", SCHEMA_VERSION)
     if isinstance(ver, bool) or not isinstance(ver, int) or ver != SCHEMA_VERSION:
         issues.append(Issue(None, "schema_version",
@@ -330,7 +329,11 @@ def check_batch(obj: Any, profile: RobotProfile) -> tuple[dict, list, list[Issue
 
 def parse_batch(data: str | bytes | dict, profile: RobotProfile, source: str = "") -> Batch:
     """Strictly parse a batch (JSON text or a decoded dict). Raises CommandError listing every issue."""
-    obj = decode_json(data, "batch") if isinstance(data, (str, bytes)) else data
+    if isinstance(data, (str, bytes)):
+        obj = decode_json(data, "batch")
+    else:
+        obj = data
+        check_depth(obj, "batch")
     header, parsed, issues = check_batch(obj, profile)
     if issues:
         err = CommandError("; ".join(str(i) for i in issues), issues[0].field)

@@ -30,7 +30,7 @@ from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch
 from .errors import CommandError, RobotFault
 from .geometry import angle_between, axis_angle_to_mat, quat_to_mat, rot_error
 from .robot import Motion, Observation, Robot
-from .strict_json import decode_json, show, writable
+from .strict_json import check_depth, decode_json, show, writable
 
 STATUSES = ("done", "rejected", "cancelled", "blocked", "fault")
 
@@ -179,7 +179,11 @@ class Controller:
         batch itself is unusable (not an object, no command list), a single batch-level reason."""
         prof = self.profile
         try:
-            obj = decode_json(data, "batch") if isinstance(data, (str, bytes)) else data
+            if isinstance(data, (str, bytes)):
+                obj = decode_json(data, "batch")
+            else:                                 # a transport's dict: bounded before a report echoes it
+                obj = data
+                check_depth(obj, "batch")
             header, parsed, issues = check_batch(obj, prof)
         except CommandError as e:
             return None, [str(e)], {"batch_id": "", "subgoal_id": "", "commands": []}

@@ -101,6 +101,8 @@ def check_depth(value: Any, what: str, limit: int = MAX_DEPTH) -> None:
 
 def _text_depth(text: str, limit: int) -> tuple[int, int]:
     """(depth, position) of the first bracket that passes ``limit`` levels, or (max depth, -1)."""
+    if text.count("[") + text.count("{") <= limit:       # cannot nest deeper than it has brackets
+        return 0, -1
     depth = deepest = 0
     for m in _TOKENS.finditer(text):
         c = m.group()
@@ -119,6 +121,9 @@ class _Bad:
 
     def __init__(self, message: str):
         self.message = message
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")   # the only way JSON text spells a lone surrogate
 
 
 def _parse_int(s: str):
@@ -195,9 +200,17 @@ def decode_json(data: str | bytes, what: str) -> Any:
         col = pos - (data.rfind("\n", 0, pos) + 1) + 1
         raise CommandError(f"{what}: nested deeper than {MAX_DEPTH} levels at line {line} column {col} "
                            f"(the limit of {MAX_DEPTH})", what)
+    made: list = []                       # the refusals this decode made (found with their path below)
+
+    def mark(v):
+        if isinstance(v, _Bad):
+            made.append(v)
+        return v
     try:
-        value = json.loads(data, parse_int=_parse_int, parse_float=_parse_float,
-                           parse_constant=_parse_constant, object_pairs_hook=_object)
+        value = json.loads(data, parse_int=lambda s: mark(_parse_int(s)),
+                           parse_float=lambda s: mark(_parse_float(s)),
+                           parse_constant=lambda s: mark(_parse_constant(s)),
+                           object_pairs_hook=lambda p: mark(_object(p)))
     except json.JSONDecodeError as e:
         if e.msg == "Extra data":
             raise CommandError(f"{what}: more text after the first JSON value, at line {e.lineno} column "
@@ -205,6 +218,8 @@ def decode_json(data: str | bytes, what: str) -> Any:
         raise CommandError(f"{what}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", what) from None
     except (ValueError, RecursionError) as e:    # the scan above should leave none: refuse, never crash
         raise CommandError(f"{what}: not decodable JSON ({type(e).__name__})", what) from None
+    if not (made or _SURROGATE_ESCAPE.search(data) or not _valid_unicode(data)):
+        return value                      # nothing to find: skip the walk
     bad = _first_bad(value, what)
     if bad:
         raise CommandError(f"{bad[0]}: {bad[1]}", bad[0])
