@@ -64,7 +64,7 @@ def main() -> int:
     f = bench(lambda: cf.run(BATCH), 200) / n_cmd
     step = 0.05
     print("Controller overhead per command (median over batches of 8 commands)")
-    print(f"  validation only (parse + limits + workspace chain): {v * 1e6:8.1f} us")
+    print(f"  validation only (parse + limits + box and tilt chain): {v * 1e6:5.1f} us")
     print(f"  validation + dispatch + report (instant robot):     {d * 1e6:8.1f} us")
     print(f"  full run on the kinematic fake (includes its steps): {f * 1e6:8.1f} us")
     print(f"  ratio of Controller time to one 50 ms LIBERO control step: {d / step:.2e} "

@@ -11,12 +11,14 @@ A batch on the wire::
                   {"op": "done"}]}
 
 Parsing checks shape and types and the profile's per-command limits; it never clips. Every
-error names the field (``commands[2].distance_mm``) and the limit it broke. Checks that need the
-robot's measured state (the workspace box) are the Controller's.
+error names the field (``commands[2].distance_mm``) and the limit it broke. It takes any decoded
+value (from ``strict_json.decode_json`` or a transport's dict) and only ever raises
+``CommandError``: a list where a word belongs, an integer too large for a double, a 10,000
+character note are rejections like any other. Checks that need the robot's measured state (the
+workspace box, the orientation bound) are the Controller's.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -26,8 +28,14 @@ import numpy as np
 from . import SCHEMA_VERSION
 from .errors import CommandError
 from .profile import RobotProfile
+from .strict_json import check_depth, decode_json, finite_number, show
 
 OPS = ("move", "rotate", "gripper", "wait", "done")
+NOTE_MAX_CHARS = 500         # a done command's note
+ID_MAX_CHARS = 64            # batch_id, subgoal_id, source
+RATIONALE_MAX_CHARS = 2000   # the Executor's rationale beside its commands
+VECTOR_ELEMENT_MAX = 1e4     # |element| of an explicit move vector (a direction: only its sense counts)
+BATCH_FIELDS = ("schema_version", "batch_id", "subgoal_id", "commands", "source", "rationale")
 _FIELDS = {
     "move": {"op", "direction", "vector", "distance_mm"},
     "rotate": {"op", "axis", "angle_deg"},
@@ -129,10 +137,18 @@ class Issue:
         return f"{self.field}: {self.message}"
 
 
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v)
+def _names(keys) -> list[str]:
+    return sorted(show(k) if not isinstance(k, str) else k for k in keys)
+
+
+def _word(obj: dict, key: str, where: str, known, what: str) -> str:
+    """A word field: a string among ``known``, else a CommandError naming the field and the words."""
+    f = f"{where}.{key}"
+    v = obj.get(key)
+    if not isinstance(v, str) or v not in known:
+        got = f"unknown {what} {show(v)}" if isinstance(v, str) else f"must be a word, got {show(v)}"
+        raise CommandError(f"{f}: {got} (known: {', '.join(known)})", f)
+    return v
 
 
 def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Command:
@@ -140,23 +156,22 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
     lim = profile.limits
     if not isinstance(obj, dict):
         raise CommandError(f"{where}: must be an object, got {type(obj).__name__}", where)
-    op = obj.get("op")
-    if op not in OPS:
-        raise CommandError(f"{where}.op: unknown op {op!r} (known: {', '.join(OPS)})", f"{where}.op")
+    op = _word(obj, "op", where, OPS, "op")
     extra = set(obj) - _FIELDS[op]
     if extra:
-        raise CommandError(f"{where}: unknown field(s) {sorted(extra)} for op '{op}' "
-                           f"(allowed: {sorted(_FIELDS[op])})", f"{where}.{sorted(extra)[0]}")
+        raise CommandError(f"{where}: unknown field(s) {_names(extra)} for op '{op}' "
+                           f"(allowed: {sorted(_FIELDS[op])})", f"{where}.{_names(extra)[0]}")
 
     def need_number(key: str) -> float:
         f = f"{where}.{key}"
         if key not in obj:
             raise CommandError(f"{f}: missing", f)
-        v = _number(obj[key])
+        raw = obj[key]
+        v = finite_number(raw)
         if v is None:
-            raise CommandError(f"{f}: must be a number, got {obj[key]!r}", f)
-        if not math.isfinite(v):
-            raise CommandError(f"{f}: must be finite, got {obj[key]!r}", f)
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+                raise CommandError(f"{f}: must be a number, got {show(raw)}", f)
+            raise CommandError(f"{f}: must be a finite number within the double range, got {show(raw)}", f)
         return v
 
     if op == "move":
@@ -172,21 +187,22 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
         if has_dir == has_vec:
             raise CommandError(f"{where}: give exactly one of 'direction' or 'vector'", f"{where}.direction")
         if has_dir:
-            word = obj["direction"]
-            if word not in profile.directions:
-                raise CommandError(f"{where}.direction: unknown direction {word!r} "
-                                   f"(known: {', '.join(sorted(profile.directions))})", f"{where}.direction")
+            word = _word(obj, "direction", where, sorted(profile.directions), "direction")
             return Move(tuple(float(x) for x in profile.directions[word]), d, word)
         vec = obj["vector"]
         fv = f"{where}.vector"
         if not (isinstance(vec, list) and len(vec) == 3):
             raise CommandError(f"{fv}: must be a list of 3 numbers [x, y, z] in the base frame", fv)
-        nums = [_number(x) for x in vec]
-        if any(x is None or not math.isfinite(x) for x in nums):
-            raise CommandError(f"{fv}: every element must be a finite number, got {vec!r}", fv)
+        nums = [finite_number(x) for x in vec]
+        if any(x is None for x in nums):
+            raise CommandError(f"{fv}: every element must be a finite number, got {show(vec)}", fv)
+        big = next((k for k, x in enumerate(nums) if abs(x) > VECTOR_ELEMENT_MAX), None)
+        if big is not None:
+            raise CommandError(f"{fv}: element {big} is {nums[big]:g}, outside -{VECTOR_ELEMENT_MAX:g}.."
+                               f"{VECTOR_ELEMENT_MAX:g} (a direction: only its sense counts, e.g. [1, 1, 0])", fv)
         n = math.sqrt(sum(x * x for x in nums))
         if n < 1e-9:
-            raise CommandError(f"{fv}: must not be the zero vector", fv)
+            raise CommandError(f"{fv}: must not be the zero vector (its length must be at least 1e-9)", fv)
         return Move(tuple(x / n for x in nums), d)
 
     if op == "rotate":
@@ -196,10 +212,7 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
             raise CommandError(f"{f}: |{a:g}| deg exceeds the per-command limit {lim.max_rotate_deg:g} deg", f)
         if abs(a) < lim.min_rotate_deg:
             raise CommandError(f"{f}: |{a:g}| deg is below the minimum rotation {lim.min_rotate_deg:g} deg", f)
-        axis = obj.get("axis")
-        if axis not in profile.rotation_axes:
-            raise CommandError(f"{where}.axis: unknown axis {axis!r} "
-                               f"(known: {', '.join(sorted(profile.rotation_axes))})", f"{where}.axis")
+        axis = _word(obj, "axis", where, sorted(profile.rotation_axes), "axis")
         return Rotate(axis, tuple(float(x) for x in profile.rotation_axes[axis]), a)
 
     if op == "gripper":
@@ -209,8 +222,8 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
                                f"{where}.action")
         if has_a:
             act = obj["action"]
-            if act not in ("open", "close"):
-                raise CommandError(f"{where}.action: must be 'open' or 'close', got {act!r}", f"{where}.action")
+            if not isinstance(act, str) or act not in ("open", "close"):
+                raise CommandError(f"{where}.action: must be 'open' or 'close', got {show(act)}", f"{where}.action")
             return Gripper(1.0 if act == "open" else 0.0, act)
         w = need_number("width")
         if not 0.0 <= w <= 1.0:
@@ -228,9 +241,13 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
         return Wait(s)
 
     note = obj.get("note", "")
+    fn = f"{where}.note"
     if not isinstance(note, str):
-        raise CommandError(f"{where}.note: must be a string", f"{where}.note")
-    return Done(note[:500])
+        raise CommandError(f"{fn}: must be a string, got {show(note)}", fn)
+    if len(note) > NOTE_MAX_CHARS:
+        raise CommandError(f"{fn}: {len(note)} characters exceed the limit of {NOTE_MAX_CHARS} "
+                           "(nothing is cut: shorten it)", fn)
+    return Done(note)
 
 
 def _id(obj: dict, key: str, required: bool) -> str:
@@ -239,33 +256,54 @@ def _id(obj: dict, key: str, required: bool) -> str:
         if required:
             raise CommandError(f"{key}: missing", key)
         return ""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 4 * ID_MAX_CHARS:
+        raise CommandError(f"{key}: longer than {ID_MAX_CHARS} characters", key)
     if not isinstance(v, (str, int)) or isinstance(v, bool) or not str(v).strip():
-        raise CommandError(f"{key}: must be a non-empty string, got {v!r}", key)
-    if len(str(v)) > 64:
-        raise CommandError(f"{key}: longer than 64 characters", key)
+        raise CommandError(f"{key}: must be a non-empty string, got {show(v)}", key)
+    if len(str(v)) > ID_MAX_CHARS:
+        raise CommandError(f"{key}: {len(str(v))} characters exceed the limit of {ID_MAX_CHARS}", key)
     return str(v)
+
+
+def _text(obj: dict, key: str, limit: int) -> str:
+    """An optional free-text batch field: a string of at most ``limit`` characters ("" if absent)."""
+    v = obj.get(key, "")
+    if not isinstance(v, str):
+        raise CommandError(f"{key}: must be a string, got {show(v)}", key)
+    if len(v) > limit:
+        raise CommandError(f"{key}: {len(v)} characters exceed the limit of {limit}", key)
+    return v
 
 
 def check_batch(obj: Any, profile: RobotProfile) -> tuple[dict, list, list[Issue]]:
     """Check a decoded batch. Returns (header, per-command parse results, issues).
 
     Each per-command result is a Command or None (invalid). Issues list every problem found, so one
-    answer can be told all its mistakes at once."""
+    answer can be told all its mistakes at once. A value that is not an object raises CommandError.
+    It reads a fixed depth into ``obj`` whatever its nesting (``strict_json.check_depth`` bounds a
+    transport's dict before anything echoes it)."""
     issues: list[Issue] = []
     if not isinstance(obj, dict):
         raise CommandError(f"batch: must be a JSON object, got {type(obj).__name__}", "batch")
     ver = obj.get("schema_version", SCHEMA_VERSION)
-    if ver != SCHEMA_VERSION:
-        issues.append(Issue(None, "schema_version", f"unsupported version {ver!r} (supported: {SCHEMA_VERSION})"))
+    if isinstance(ver, bool) or not isinstance(ver, int) or ver != SCHEMA_VERSION:
+        issues.append(Issue(None, "schema_version",
+                            f"unsupported version {show(ver)} (supported: the integer {SCHEMA_VERSION})"))
     header = {"batch_id": "", "subgoal_id": ""}
-    for key, required in (("batch_id", False), ("subgoal_id", False)):
+    for key, check in (("batch_id", lambda: _id(obj, "batch_id", False)),
+                       ("subgoal_id", lambda: _id(obj, "subgoal_id", False)),
+                       ("source", lambda: _text(obj, "source", ID_MAX_CHARS)),
+                       ("rationale", lambda: _text(obj, "rationale", RATIONALE_MAX_CHARS))):
         try:
-            header[key] = _id(obj, key, required)
+            v = check()
+            if key in header:
+                header[key] = v
         except CommandError as e:
             issues.append(Issue(None, e.field, str(e).split(": ", 1)[1]))
-    extra = set(obj) - {"schema_version", "batch_id", "subgoal_id", "commands", "source", "rationale"}
+    extra = set(obj) - set(BATCH_FIELDS)
     if extra:
-        issues.append(Issue(None, sorted(extra)[0], f"unknown batch field(s) {sorted(extra)}"))
+        issues.append(Issue(None, _names(extra)[0], f"unknown batch field(s) {_names(extra)} "
+                            f"(allowed: {', '.join(BATCH_FIELDS)})"))
     cmds = obj.get("commands")
     if not isinstance(cmds, list):
         issues.append(Issue(None, "commands", "missing or not a list"))
@@ -291,23 +329,14 @@ def check_batch(obj: Any, profile: RobotProfile) -> tuple[dict, list, list[Issue
 
 def parse_batch(data: str | bytes | dict, profile: RobotProfile, source: str = "") -> Batch:
     """Strictly parse a batch (JSON text or a decoded dict). Raises CommandError listing every issue."""
-    obj = decode_json(data, "batch") if isinstance(data, (str, bytes)) else data
+    if isinstance(data, (str, bytes)):
+        obj = decode_json(data, "batch")
+    else:
+        obj = data
+        check_depth(obj, "batch")
     header, parsed, issues = check_batch(obj, profile)
     if issues:
         err = CommandError("; ".join(str(i) for i in issues), issues[0].field)
         err.issues = issues  # type: ignore[attr-defined]
         raise err
     return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj)
-
-
-def decode_json(data: str | bytes, what: str) -> Any:
-    """json.loads that refuses NaN/Infinity and reports the position of a syntax error."""
-    if isinstance(data, bytes):
-        data = data.decode("utf-8", errors="replace")
-
-    def bad_constant(name: str):
-        raise CommandError(f"{what}: non-finite number {name} is not valid JSON", what)
-    try:
-        return json.loads(data, parse_constant=bad_constant)
-    except json.JSONDecodeError as e:
-        raise CommandError(f"{what}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", what) from None

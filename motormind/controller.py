@@ -1,11 +1,14 @@
 """The deterministic Controller: validate a whole batch, then execute it command by command.
 
 * Validation happens before any motion: the parser's checks (op, fields, finite numbers, per-command
-  limits, batch length) plus the workspace box along the chain of predicted targets from the
-  measured pose. One invalid command rejects the whole batch (later commands assume earlier
-  ones), and every command's result says why. Nothing is ever clipped.
+  limits, batch length) plus the workspace box and the tilt bound along the chain of predicted
+  targets from the measured pose. One invalid command rejects the whole batch (later commands
+  assume earlier ones), and every command's result says why. Nothing is ever clipped, and no
+  input of any shape raises: it is rejected.
 * Execution is closed-loop: each command's target is computed from the pose measured when it
   starts; the backend servos to it; the pose measured afterwards is what the report calls achieved.
+  That actual target meets the box and the tilt bound again before it is sent (a backend may end
+  a move within tolerance but past its target): a refused one is ``rejected`` and ends the batch.
 * Between two commands (the action boundary) a cancel is honoured: the running command finishes,
   nothing after it runs. The emergency stop is honoured at once, mid-command, and latches until
   ``reset_estop()``.
@@ -23,10 +26,11 @@ from typing import Callable
 import numpy as np
 
 from . import SCHEMA_VERSION
-from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch, decode_json
+from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch
 from .errors import CommandError, RobotFault
 from .geometry import angle_between, axis_angle_to_mat, quat_to_mat, rot_error
 from .robot import Motion, Observation, Robot
+from .strict_json import check_depth, decode_json, show, writable
 
 STATUSES = ("done", "rejected", "cancelled", "blocked", "fault")
 
@@ -175,10 +179,17 @@ class Controller:
         batch itself is unusable (not an object, no command list), a single batch-level reason."""
         prof = self.profile
         try:
-            obj = decode_json(data, "batch") if isinstance(data, (str, bytes)) else data
+            if isinstance(data, (str, bytes)):
+                obj = decode_json(data, "batch")
+            else:                                 # a transport's dict: bounded before a report echoes it
+                obj = data
+                check_depth(obj, "batch")
             header, parsed, issues = check_batch(obj, prof)
         except CommandError as e:
             return None, [str(e)], {"batch_id": "", "subgoal_id": "", "commands": []}
+        except Exception as e:  # noqa: BLE001 - fail closed: what no check can digest moves nothing
+            return None, [f"batch: not checkable ({type(e).__name__}: {show(e)})"], \
+                {"batch_id": "", "subgoal_id": "", "commands": []}
         header["commands"] = obj.get("commands") if isinstance(obj.get("commands"), list) else []
         reasons = [""] * len(parsed)
         batch_reasons = []
@@ -189,13 +200,19 @@ class Controller:
                 reasons[iss.index] = str(iss)
         if obs is not None and parsed and not any(reasons):
             pos = np.asarray(obs.eef_pos_m, dtype=float).copy()   # the chain of predicted targets
+            rot = quat_to_mat(obs.eef_quat_xyzw)
             for i, c in enumerate(parsed):
                 if isinstance(c, Move):
                     pos = pos + c.displacement_mm / 1000.0
                     bad = prof.in_workspace(pos * 1000.0)
                     if bad:
-                        reasons[i] = (f"commands[{i}]: target outside the workspace box: "
-                                      f"{'; '.join(bad)} mm (workspace_mm of profile {prof.name})")
+                        reasons[i] = f"commands[{i}]: {self._box_reason(bad)}"
+                elif isinstance(c, Rotate):
+                    nxt = self._rotated(c, rot)
+                    bad_rot = prof.orientation_issue(nxt, rot)
+                    if bad_rot:
+                        reasons[i] = f"commands[{i}]: {self._tilt_reason(bad_rot)}"
+                    rot = nxt
         if not parsed:
             return None, batch_reasons or ["commands: empty"], header
         if batch_reasons or any(reasons):
@@ -204,6 +221,31 @@ class Controller:
             reasons = [r or f"not run: {why}" for r in reasons]
             return None, reasons, header
         return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj), reasons, header
+
+    # -- the bounds, predicted and at execution ---------------------------------------------------
+    @staticmethod
+    def _rotated(cmd: Rotate, rot: np.ndarray) -> np.ndarray:
+        return axis_angle_to_mat(cmd.axis_vector, math.radians(cmd.angle_deg)) @ rot
+
+    def _box_reason(self, bad: list) -> str:
+        return f"target outside the workspace box: {'; '.join(bad)} mm (workspace_mm of profile {self.profile.name})"
+
+    def _tilt_reason(self, why: str) -> str:
+        return f"target orientation outside the bound: {why} (orientation of profile {self.profile.name})"
+
+    def _refuse_at_execution(self, motion: Motion, rot_now: np.ndarray) -> str:
+        """Why ``motion``, computed from the measured pose, must not be sent ("" when it may): the
+        predicted chain assumed every earlier command ended exactly on target, the robot may not
+        have (an overshoot within tolerance), and the box holds for what is actually commanded."""
+        if motion.kind == "move":
+            bad = self.profile.in_workspace(np.asarray(motion.target_pos_m, dtype=float) * 1000.0)
+            if bad:
+                return self._box_reason(bad)
+        if motion.kind == "rotate":
+            why = self.profile.orientation_issue(motion.target_rot, rot_now)
+            if why:
+                return self._tilt_reason(why)
+        return ""
 
     # -- execution ------------------------------------------------------------------------------
     def run(self, data, cancel: CancelToken | None = None, source: str = "", hold: bool = True) -> Report:
@@ -224,10 +266,11 @@ class Controller:
             if batch is not None:   # valid, but the e-stop is latched
                 reasons = [f"emergency stop latched ({self.estop_reason}); reset required"] * len(raw)
             why = next((r for r in reasons if not r.startswith("not run")), reasons[0] if reasons else "invalid")
+            why = why.removeprefix("not run: ")
             if not raw:
                 results = [CommandResult(-1, {}, "rejected", why)]
             else:
-                results = [CommandResult(i, c if isinstance(c, dict) else {"value": c}, "rejected",
+                results = [CommandResult(i, writable(c if isinstance(c, dict) else {"value": c}), "rejected",
                                          reasons[i] if i < len(reasons) else why)
                            for i, c in enumerate(raw)]
             rep = Report(bid, sgid, "rejected", results, reason=why, estop=self._estop.is_set(),
@@ -262,6 +305,8 @@ class Controller:
             self.on_event("command_end", {"batch_id": bid, **res.to_json()})
             if res.status == "fault":
                 stop_reason, stop_status = f"command {i} faulted: {res.reason}", "fault"
+            elif res.status == "rejected":   # a bound the measured pose would break
+                stop_reason, stop_status = f"command {i} rejected: {res.reason}", "rejected"
             elif res.status == "blocked":
                 stop_reason, stop_status = f"command {i} blocked: {res.reason}", "blocked"
             elif res.status == "cancelled":   # e-stop mid-command
@@ -270,7 +315,7 @@ class Controller:
                 stop_reason = "not run: " + stop_reason
         self.current = None
         statuses = [r.status for r in results]
-        status = next((s for s in ("fault", "blocked", "cancelled") if s in statuses), "done")
+        status = next((s for s in ("fault", "rejected", "blocked", "cancelled") if s in statuses), "done")
         rep = Report(bid, sgid, status, results, claims_done=batch.claims_done and status == "done",
                      reason=stop_reason.removeprefix("not run: ") if stop_reason else "",
                      estop=self._estop.is_set(), start_state=obs0.state_dict(), end_state=obs.state_dict(),
@@ -307,6 +352,11 @@ class Controller:
             commanded = {"seconds": cmd.seconds}
         else:  # pragma: no cover - the parser admits nothing else
             raise AssertionError(cmd)
+        refused = self._refuse_at_execution(motion, r0)
+        if refused:
+            return (CommandResult(i, cj, "rejected", f"commands[{i}] at execution: {refused}; nothing was sent",
+                                  commanded, self._achieved(obs, obs, r0), self.clock() - t0, 0, motion.to_json()),
+                    obs, rot_goal)
         try:
             mres = self.robot.execute(motion, self._estop)
         except RobotFault as e:

@@ -62,6 +62,13 @@ def angle_between(r_a: np.ndarray, r_b: np.ndarray) -> float:
     return float(np.linalg.norm(rot_error(r_a, r_b)))
 
 
+def tilt_deg(r: np.ndarray) -> float:
+    """Degrees between the tool's approach axis (its z axis, column 2 of ``r``) and straight down
+    (base -z): 0 gripper-down, 90 pointing sideways, 180 pointing up. Yaw about the vertical does
+    not change it."""
+    return math.degrees(math.acos(max(-1.0, min(1.0, -float(r[2, 2])))))
+
+
 def yaw_of(r: np.ndarray) -> float:
     return math.atan2(r[1, 0], r[0, 0])
 

@@ -1,4 +1,5 @@
-"""Robot profiles: per-command limits, workspace box, direction words, speeds, tolerances.
+"""Robot profiles: per-command limits, workspace box, orientation bound, direction words, speeds,
+tolerances.
 
 Profiles are YAML files in ``configs/robots/``; ``load_profile("libero_panda")`` finds them by name.
 All lengths are millimetres and all angles degrees, in the robot's base frame.
@@ -13,6 +14,7 @@ import numpy as np
 import yaml
 
 from .errors import ConfigError
+from .geometry import tilt_deg
 from .paths import config_dir
 
 
@@ -51,19 +53,33 @@ class RobotProfile:
     rotate_deg_s: float
     tolerances: Tolerances
     period_s: float
+    max_tilt_deg: float           # the tool's approach axis (z) at most this far from straight down (base -z)
     safety: dict = field(default_factory=dict)
     source: str = ""
 
     def in_workspace(self, pos_mm) -> list[str]:
-        """Names of the workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z<-20.0']."""
+        """The workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z=-25.0 < -20.0']; a
+        position that is not finite violates them all (the check fails closed)."""
         out = []
         for i, ax in enumerate("xyz"):
             lo, hi = self.workspace_mm[ax]
-            if pos_mm[i] < lo - 1e-9:
+            if not math.isfinite(pos_mm[i]):
+                out.append(f"{ax}={pos_mm[i]} is not a finite position")
+            elif pos_mm[i] < lo - 1e-9:
                 out.append(f"{ax}={pos_mm[i]:.1f} < {lo:.1f}")
             elif pos_mm[i] > hi + 1e-9:
                 out.append(f"{ax}={pos_mm[i]:.1f} > {hi:.1f}")
         return out
+
+    def orientation_issue(self, rot_target: np.ndarray, rot_now: np.ndarray | None = None) -> str:
+        """Why orienting the tool at ``rot_target`` breaks the tilt bound ("" when it does not). A
+        rotation that brings an already too tilted tool back toward gripper-down is allowed."""
+        t = tilt_deg(rot_target)
+        if t <= self.max_tilt_deg + 1e-6:
+            return ""
+        if rot_now is not None and t <= tilt_deg(rot_now) + 1e-6:
+            return ""
+        return f"tilt {t:.1f} deg from gripper-down > max_tilt_deg {self.max_tilt_deg:g}"
 
     def describe_limits(self) -> dict:
         """The limits as plain data, for prompts and docs."""
@@ -71,74 +87,158 @@ class RobotProfile:
         return {
             "max_move_mm": lim.max_move_mm, "min_move_mm": lim.min_move_mm,
             "max_rotate_deg": lim.max_rotate_deg, "min_rotate_deg": lim.min_rotate_deg,
-            "max_wait_s": lim.max_wait_s, "max_batch": lim.max_batch,
+            "max_wait_s": lim.max_wait_s, "max_batch": lim.max_batch, "max_tilt_deg": self.max_tilt_deg,
             "workspace_mm": {k: list(v) for k, v in self.workspace_mm.items()},
             "directions": sorted(self.directions), "rotation_axes": sorted(self.rotation_axes),
             "rotation_frame": self.rotation_frame,
         }
 
 
-def _num(d: dict, key: str, where: str, positive: bool = True) -> float:
-    if key not in d:
-        raise ConfigError(f"{where}.{key}: missing")
-    v = d[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ConfigError(f"{where}.{key}: must be a finite number, got {v!r}")
-    if positive and v <= 0:
-        raise ConfigError(f"{where}.{key}: must be > 0, got {v!r}")
-    return float(v)
+_SECTIONS = {         # section -> its keys (None: free-form); every section but these two is required
+    "name": None, "description": None, "safety": None,
+    "limits": ("max_move_mm", "min_move_mm", "max_rotate_deg", "min_rotate_deg", "max_wait_s", "max_batch"),
+    "workspace_mm": ("x", "y", "z"),
+    "orientation": ("max_tilt_deg",),
+    "directions": None, "rotation": ("frame", "axes"),
+    "gripper": ("max_width_mm", "min_width_mm"),
+    "speeds": ("move_mm_s", "rotate_deg_s"),
+    "tolerances": ("position_mm", "rotation_deg", "settle_mm_per_step", "max_steps_per_command", "continue_mm"),
+    "control": ("period_s",),
+}
+_OPTIONAL = ("description", "safety")
 
 
-def _unit(v, where: str) -> np.ndarray:
-    a = np.asarray(v, dtype=float)
-    if a.shape != (3,) or not np.all(np.isfinite(a)) or np.linalg.norm(a) < 1e-9:
-        raise ConfigError(f"{where}: must be a non-zero 3-vector, got {v!r}")
-    return a / np.linalg.norm(a)
+class _Reader:
+    """Reads one profile file; every error names the file and the field, and says the rule."""
+
+    def __init__(self, source: str):
+        self.source = source or "profile"
+
+    def fail(self, field: str, message: str):
+        raise ConfigError(f"{self.source}: {field}: {message}")
+
+    def section(self, d: dict, key: str) -> dict:
+        v = d[key]
+        if not isinstance(v, dict):
+            self.fail(key, f"must be a mapping, got {type(v).__name__}")
+        keys = _SECTIONS[key]
+        if keys is not None:
+            extra = sorted(str(k) for k in set(v) - set(keys))
+            if extra:
+                self.fail(key, f"unknown key(s) {extra} (known: {', '.join(keys)})")
+        return v
+
+    def num(self, d: dict, key: str, where: str, positive: bool = True) -> float:
+        f = f"{where}.{key}"
+        if key not in d:
+            self.fail(f, "missing")
+        v = d[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            self.fail(f, f"must be a finite number, got {v!r}")
+        if positive and v <= 0:
+            self.fail(f, f"must be > 0, got {v!r}")
+        return float(v)
+
+    def count(self, d: dict, key: str, where: str) -> int:
+        """A whole number >= 1 (``2.0`` is fine, ``0.5`` and ``true`` are not)."""
+        v = self.num(d, key, where)
+        if v != int(v) or v < 1:
+            self.fail(f"{where}.{key}", f"must be a whole number >= 1, got {d[key]!r}")
+        return int(v)
+
+    def ordered(self, lo: float, hi: float, field: str, lo_name: str, hi_name: str, strict: bool = False) -> None:
+        if lo > hi or (strict and lo == hi):
+            self.fail(field, f"{lo_name} {lo:g} must be {'<' if strict else '<='} {hi_name} {hi:g}")
+
+    def unit(self, v, field: str) -> np.ndarray:
+        nums = v if isinstance(v, list) and len(v) == 3 else None
+        if nums is None or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)
+                               for x in nums) or math.sqrt(sum(float(x) ** 2 for x in nums)) < 1e-9:
+            self.fail(field, f"must be a non-zero 3-vector [x, y, z] of finite numbers, got {v!r}")
+        a = np.asarray(nums, dtype=float)
+        return a / np.linalg.norm(a)
+
+    def words(self, d, field: str) -> dict:
+        if not isinstance(d, dict) or not d:
+            self.fail(field, f"must be a non-empty mapping word -> [x, y, z], got {type(d).__name__}")
+        out = {}
+        for k, v in d.items():
+            if not isinstance(k, str) or not k.strip():
+                self.fail(field, f"{k!r} is not a word")
+            out[k] = self.unit(v, f"{field}.{k}")
+        return out
 
 
 def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
+    """Build a profile from its YAML mapping. Anything that would loosen a check (a missing, unknown,
+    non-finite or inverted value) is a ConfigError naming ``source`` and the field: a profile that
+    does not load is safer than one that fails open."""
+    r = _Reader(source)
     if not isinstance(d, dict):
-        raise ConfigError(f"{source or 'profile'}: must be a mapping")
-    for key in ("name", "limits", "workspace_mm", "directions", "rotation", "gripper", "speeds",
-                "tolerances", "control"):
-        if key not in d:
-            raise ConfigError(f"profile {source}: missing section '{key}'")
-    lim = d["limits"]
+        r.fail("profile", f"must be a mapping, got {type(d).__name__}")
+    for key in _SECTIONS:
+        if key not in d and key not in _OPTIONAL:
+            r.fail(key, "missing section")
+    extra = sorted(str(k) for k in set(d) - set(_SECTIONS))
+    if extra:
+        r.fail("profile", f"unknown section(s) {extra} (known: {', '.join(_SECTIONS)})")
+    if not isinstance(d["name"], str) or not d["name"].strip():
+        r.fail("name", f"must be a non-empty string, got {d['name']!r}")
+    lim = r.section(d, "limits")
     limits = Limits(
-        max_move_mm=_num(lim, "max_move_mm", "limits"), min_move_mm=_num(lim, "min_move_mm", "limits"),
-        max_rotate_deg=_num(lim, "max_rotate_deg", "limits"),
-        min_rotate_deg=_num(lim, "min_rotate_deg", "limits"),
-        max_wait_s=_num(lim, "max_wait_s", "limits"), max_batch=int(_num(lim, "max_batch", "limits")))
+        max_move_mm=r.num(lim, "max_move_mm", "limits"), min_move_mm=r.num(lim, "min_move_mm", "limits"),
+        max_rotate_deg=r.num(lim, "max_rotate_deg", "limits"),
+        min_rotate_deg=r.num(lim, "min_rotate_deg", "limits"),
+        max_wait_s=r.num(lim, "max_wait_s", "limits"), max_batch=r.count(lim, "max_batch", "limits"))
+    r.ordered(limits.min_move_mm, limits.max_move_mm, "limits.min_move_mm", "min_move_mm", "max_move_mm")
+    r.ordered(limits.min_rotate_deg, limits.max_rotate_deg, "limits.min_rotate_deg", "min_rotate_deg",
+              "max_rotate_deg")
+    wsd = r.section(d, "workspace_mm")
     ws = {}
     for ax in "xyz":
-        box = d["workspace_mm"].get(ax)
-        if not (isinstance(box, list) and len(box) == 2 and box[0] < box[1]):
-            raise ConfigError(f"workspace_mm.{ax}: must be [lo, hi] with lo < hi, got {box!r}")
-        ws[ax] = (float(box[0]), float(box[1]))
-    dirs = {str(k): _unit(v, f"directions.{k}") for k, v in d["directions"].items()}
-    rot = d["rotation"]
-    axes = {str(k): _unit(v, f"rotation.axes.{k}") for k, v in rot.get("axes", {}).items()}
+        f = f"workspace_mm.{ax}"
+        box = wsd.get(ax)
+        if not (isinstance(box, list) and len(box) == 2):
+            r.fail(f, f"must be [lo, hi] in mm, got {box!r}")
+        lo, hi = r.num({"lo": box[0]}, "lo", f, False), r.num({"hi": box[1]}, "hi", f, False)
+        r.ordered(lo, hi, f, "lo", "hi", strict=True)
+        ws[ax] = (lo, hi)
+    ori = r.section(d, "orientation")
+    max_tilt = r.num(ori, "max_tilt_deg", "orientation")
+    if max_tilt > 180:
+        r.fail("orientation.max_tilt_deg", f"must be within 0..180 deg, got {max_tilt:g}")
+    dirs = r.words(d["directions"], "directions")
+    rot = r.section(d, "rotation")
     if rot.get("frame") not in ("base", "tool"):
-        raise ConfigError(f"rotation.frame: must be 'base' or 'tool', got {rot.get('frame')!r}")
-    tol = d["tolerances"]
+        r.fail("rotation.frame", f"must be 'base' or 'tool', got {rot.get('frame')!r}")
+    axes = r.words(rot.get("axes"), "rotation.axes")
+    grip = r.section(d, "gripper")
+    gmax = r.num(grip, "max_width_mm", "gripper")
+    gmin = r.num(grip, "min_width_mm", "gripper", positive=False)
+    if gmin < 0:
+        r.fail("gripper.min_width_mm", f"must be >= 0, got {gmin:g}")
+    r.ordered(gmin, gmax, "gripper.min_width_mm", "min_width_mm", "max_width_mm", strict=True)
+    speeds = r.section(d, "speeds")
+    tol = r.section(d, "tolerances")
     tolerances = Tolerances(
-        position_mm=_num(tol, "position_mm", "tolerances"),
-        rotation_deg=_num(tol, "rotation_deg", "tolerances"),
-        settle_mm_per_step=_num(tol, "settle_mm_per_step", "tolerances"),
-        max_steps_per_command=int(_num(tol, "max_steps_per_command", "tolerances")),
-        continue_mm=_num(tol, "continue_mm", "tolerances") if "continue_mm" in tol else _num(tol, "position_mm", "tolerances"))
-    if tolerances.continue_mm < tolerances.position_mm:
-        raise ConfigError(f"tolerances.continue_mm: must be >= position_mm ({tolerances.position_mm:g}), "
-                          f"got {tolerances.continue_mm:g}")
+        position_mm=r.num(tol, "position_mm", "tolerances"),
+        rotation_deg=r.num(tol, "rotation_deg", "tolerances"),
+        settle_mm_per_step=r.num(tol, "settle_mm_per_step", "tolerances"),
+        max_steps_per_command=r.count(tol, "max_steps_per_command", "tolerances"),
+        continue_mm=r.num(tol, "continue_mm", "tolerances") if "continue_mm" in tol
+        else r.num(tol, "position_mm", "tolerances"))
+    r.ordered(tolerances.position_mm, tolerances.continue_mm, "tolerances.continue_mm", "position_mm",
+              "continue_mm")
+    safety = d.get("safety") or {}
+    if not isinstance(safety, dict):
+        r.fail("safety", f"must be a mapping, got {type(safety).__name__}")
     return RobotProfile(
-        name=str(d["name"]), description=str(d.get("description", "")), limits=limits,
+        name=d["name"], description=str(d.get("description", "")), limits=limits,
         workspace_mm=ws, directions=dirs, rotation_frame=rot["frame"], rotation_axes=axes,
-        gripper_max_width_mm=_num(d["gripper"], "max_width_mm", "gripper"),
-        gripper_min_width_mm=_num(d["gripper"], "min_width_mm", "gripper", positive=False),
-        move_mm_s=_num(d["speeds"], "move_mm_s", "speeds"),
-        rotate_deg_s=_num(d["speeds"], "rotate_deg_s", "speeds"),
-        tolerances=tolerances, period_s=_num(d["control"], "period_s", "control"),
-        safety=dict(d.get("safety") or {}), source=source)
+        gripper_max_width_mm=gmax, gripper_min_width_mm=gmin,
+        move_mm_s=r.num(speeds, "move_mm_s", "speeds"), rotate_deg_s=r.num(speeds, "rotate_deg_s", "speeds"),
+        tolerances=tolerances, period_s=r.num(r.section(d, "control"), "period_s", "control"),
+        max_tilt_deg=max_tilt, safety=dict(safety), source=source)
 
 
 def load_profile(name_or_path: str | Path) -> RobotProfile:
@@ -149,5 +249,9 @@ def load_profile(name_or_path: str | Path) -> RobotProfile:
     if not p.exists():
         known = sorted(x.stem for x in (config_dir() / "robots").glob("*.yaml"))
         raise ConfigError(f"robot profile {name_or_path!r} not found (known: {', '.join(known)})")
-    with open(p) as f:
-        return profile_from_dict(yaml.safe_load(f), source=str(p))
+    try:
+        with open(p) as f:
+            doc = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    return profile_from_dict(doc, source=str(p))

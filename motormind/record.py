@@ -6,7 +6,8 @@
     RUN_DIR/video.mp4           the same frames as a short video (when OpenCV can write mp4)
 
 Writing is thread-safe and every line is flushed as it is written, so a crashed run keeps
-everything up to the crash.
+everything up to the crash. An event value JSON cannot hold is written as a bounded description of
+itself, never dropped.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from .strict_json import UNWRITABLE, writable
 
 
 def json_default(o):
@@ -41,6 +44,21 @@ def _finite(o):
     return o
 
 
+def _dumps(o) -> str:
+    return json.dumps(_finite(o), default=json_default)
+
+
+def _line(ev: dict) -> tuple[str, dict]:
+    """(the JSON line, the event as recorded). A value JSON cannot hold (nested past the recursion
+    limit, an integer of more than 4300 digits) is recorded as a bounded description of itself, so
+    the event is never lost, nor the events after it."""
+    try:
+        return _dumps(ev), ev
+    except UNWRITABLE:
+        safe = {k: writable(v, _dumps) for k, v in ev.items()}
+        return _dumps(safe), safe
+
+
 class Recorder:
     def __init__(self, run_dir: str | Path | None, clock=time.monotonic):
         self.dir = Path(run_dir) if run_dir else None
@@ -60,10 +78,11 @@ class Recorder:
 
     def event(self, kind: str, **data) -> dict:
         ev = {"t": round(self.clock() - self.t0, 4), "kind": kind, **data}
+        line, ev = _line(ev)
         with self._lock:
             self.counts[kind] = self.counts.get(kind, 0) + 1
             if self._fh:
-                self._fh.write(json.dumps(_finite(ev), default=json_default) + "\n")
+                self._fh.write(line + "\n")
         for fn in list(self.listeners):
             fn(ev)
         return ev

@@ -7,12 +7,13 @@ items, minItems, maxItems, minimum, maximum, maxLength.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from .commands import ID_MAX_CHARS, NOTE_MAX_CHARS, OPS, RATIONALE_MAX_CHARS
 from .errors import ResponseError
+from .strict_json import finite_number, show
 
-_SRC = {"type": "string", "maxLength": 64}          # an optional label, e.g. "oracle"
+_SRC = {"type": "string", "maxLength": ID_MAX_CHARS}          # an optional label, e.g. "oracle"
 
 PLANNER = {
     "type": "object", "additionalProperties": False,
@@ -29,20 +30,21 @@ PLANNER = {
     },
 }
 
-_COMMAND = {"type": "object", "required": ["op"], "properties": {
-    "op": {"type": "string", "enum": ["move", "rotate", "gripper", "wait", "done"]},
+_COMMAND = {"type": "object", "required": ["op"], "properties": {     # the Controller checks the rest
+    "op": {"type": "string", "enum": list(OPS)},
     "direction": {"type": "string"}, "vector": {"type": "array", "items": {"type": "number"}},
     "distance_mm": {"type": "number"}, "axis": {"type": "string"}, "angle_deg": {"type": "number"},
     "action": {"type": "string", "enum": ["open", "close"]}, "width": {"type": "number"},
-    "seconds": {"type": "number"}, "note": {"type": "string", "maxLength": 500}}}
+    "seconds": {"type": "number"}, "note": {"type": "string", "maxLength": NOTE_MAX_CHARS}}}
 
 EXECUTOR = {
     "type": "object", "additionalProperties": False,
     "required": ["commands"],
     "properties": {
         "schema_version": {"type": "integer"}, "source": _SRC,
-        "batch_id": {"type": "string"}, "subgoal_id": {"type": "string"},
-        "rationale": {"type": "string", "maxLength": 2000},
+        "batch_id": {"type": "string", "maxLength": ID_MAX_CHARS},
+        "subgoal_id": {"type": "string", "maxLength": ID_MAX_CHARS},
+        "rationale": {"type": "string", "maxLength": RATIONALE_MAX_CHARS},
         "commands": {"type": "array", "minItems": 1, "items": _COMMAND},
     },
 }
@@ -94,32 +96,32 @@ _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 
 
 def validate(value: Any, schema: dict, path: str = "$") -> None:
-    """Raise ResponseError naming the JSON path and the rule broken."""
+    """Raise ResponseError naming the JSON path and the rule broken (and nothing else, for any value)."""
     t = schema.get("type")
     if t == "integer":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ResponseError(f"{path}: must be an integer, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or finite_number(value) is None:
+            raise ResponseError(f"{path}: must be an integer, got {show(value)}")
     elif t == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ResponseError(f"{path}: must be a finite number, got {value!r}")
+        if finite_number(value) is None:
+            raise ResponseError(f"{path}: must be a finite number, got {show(value)}")
     elif t is not None and not isinstance(value, _TYPES[t]):
         raise ResponseError(f"{path}: must be {t}, got {type(value).__name__}")
-    if "enum" in schema and value not in schema["enum"]:
-        raise ResponseError(f"{path}: must be one of {schema['enum']}, got {value!r}")
+    if "enum" in schema and not any(type(value) is type(e) and value == e for e in schema["enum"]):
+        raise ResponseError(f"{path}: must be one of {schema['enum']}, got {show(value)}")
     if isinstance(value, str) and "maxLength" in schema and len(value) > schema["maxLength"]:
-        raise ResponseError(f"{path}: longer than {schema['maxLength']} characters")
+        raise ResponseError(f"{path}: {len(value)} characters exceed the limit of {schema['maxLength']}")
     if t == "number" or t == "integer":
         if "minimum" in schema and value < schema["minimum"]:
-            raise ResponseError(f"{path}: {value} is below the minimum {schema['minimum']}")
+            raise ResponseError(f"{path}: {value:g} is below the minimum {schema['minimum']}")
         if "maximum" in schema and value > schema["maximum"]:
-            raise ResponseError(f"{path}: {value} is above the maximum {schema['maximum']}")
+            raise ResponseError(f"{path}: {value:g} is above the maximum {schema['maximum']}")
     if isinstance(value, dict):
         props = schema.get("properties", {})
         for key in schema.get("required", []):
             if key not in value:
                 raise ResponseError(f"{path}.{key}: missing (required)")
         if schema.get("additionalProperties") is False:
-            extra = sorted(set(value) - set(props))
+            extra = sorted(show(k) for k in set(value) - set(props))
             if extra:
                 raise ResponseError(f"{path}: unexpected field(s) {extra}")
         for key, sub in props.items():

@@ -1,6 +1,9 @@
 """A fast kinematic fake arm for unit tests and benchmarks. No physics: it moves toward each target
 at the profile's speed, one control period per step, and can be told to stall (an obstacle) or to
-fault. Time is simulated (no sleeping) unless ``realtime`` is set."""
+fault. Time is simulated (no sleeping) unless ``realtime`` is set.
+
+``OvershootingFakeRobot`` is a test double of a backend that settles within tolerance but past its
+target (a real servo may): the workspace box must hold for what is commanded, not what was planned."""
 from __future__ import annotations
 
 import math
@@ -111,3 +114,21 @@ class FakeRobot(Robot):
 
     def stop(self) -> None:
         self._stop.set()
+
+
+class OvershootingFakeRobot(FakeRobot):
+    """Test double: every move ends ``overshoot_mm`` beyond its target along the direction of travel
+    (0.9 mm by default, inside the fake profile's 1 mm tolerance, so each move is reported done)."""
+
+    def __init__(self, *args, overshoot_mm: float = 0.9, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.overshoot_mm = overshoot_mm
+
+    def execute(self, motion: Motion, estop: threading.Event) -> MotionResult:
+        start = self.pos.copy()
+        res = super().execute(motion, estop)
+        travel = np.asarray(motion.target_pos_m, dtype=float) - start
+        n = float(np.linalg.norm(travel))
+        if motion.kind == "move" and not res.stopped and n > 1e-9:
+            self.pos = motion.target_pos_m + travel / n * self.overshoot_mm / 1000.0
+        return res

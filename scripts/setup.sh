@@ -40,7 +40,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing MotorMind and its dependencies into .venv (about 2 GB, first time only)"
   log=.venv/install.log
   if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[dev,ros]"; } >"$log" 2>&1 \
-     || ! .venv/bin/python -c 'import motormind, libero.libero, mujoco, openai, rclpy, mcap_ros2, playwright.sync_api' >>"$log" 2>&1; then
+     || ! .venv/bin/python -c 'import motormind, libero.libero, mujoco, openai, rclpy, mcap_ros2, playwright.sync_api, hypothesis' >>"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "setup: the install did not complete; full log: $log" >&2
     exit 1

@@ -93,3 +93,70 @@ def test_round_trip(fake_profile):
                           {"op": "gripper", "width": 0.25}, {"op": "done", "note": "ok"}), fake_profile)
     again = parse_batch(json.dumps(b.to_json()), fake_profile)
     assert again.commands == b.commands
+
+
+@pytest.mark.parametrize("cmd, field, text", [
+    ({"op": "move", "direction": ["up"], "distance_mm": 10}, "direction", "must be a word, got ['up']"),
+    ({"op": "rotate", "axis": {"yaw": 1}, "angle_deg": 10}, "axis", "must be a word, got {'yaw': 1}"),
+    ({"op": ["move"], "direction": "up", "distance_mm": 10}, "op", "must be a word, got ['move']"),
+    ({"op": "gripper", "action": ["open"]}, "action", "'open' or 'close', got ['open']"),
+    ({"op": "move", "direction": "up", "distance_mm": 10 ** 400}, "distance_mm",
+     "must be a finite number within the double range, got <an integer of about 401 digits>"),
+    ({"op": "wait", "seconds": 10 ** 5000}, "seconds", "finite number within the double range"),
+    ({"op": "move", "vector": [1e200, 0, 0], "distance_mm": 20}, "vector",
+     "element 0 is 1e+200, outside -10000..10000"),
+    ({"op": "move", "vector": [0, 10 ** 400, 0], "distance_mm": 20}, "vector", "every element must be a finite number"),
+    ({"op": "move", "vector": [1e-200, 0, 0], "distance_mm": 20}, "vector", "must not be the zero vector"),
+    ({"op": "done", "note": "x" * 10_000}, "note", "10000 characters exceed the limit of 500 (nothing is cut"),
+    ({"op": "done", "note": ["x"]}, "note", "must be a string"),
+])
+def test_hostile_shapes_are_rejections_naming_the_field(fake_profile, cmd, field, text):
+    with pytest.raises(CommandError) as e:
+        parse_batch({"commands": [cmd]}, fake_profile)
+    assert f"commands[0].{field}: " in str(e.value) and text in str(e.value)
+
+
+def test_a_large_but_representable_vector_is_a_direction(fake_profile):
+    m = parse_command({"op": "move", "vector": [9000, 0, -9000], "distance_mm": 10}, fake_profile)
+    assert m.vector == pytest.approx((2 ** -0.5, 0, -(2 ** -0.5))) and m.distance_mm == 10
+
+
+def test_a_note_at_the_limit_is_kept_whole(fake_profile):
+    b = parse_batch(batch({"op": "done", "note": "n" * 500}), fake_profile)
+    assert b.commands[0].note == "n" * 500
+
+
+@pytest.mark.parametrize("header, field, text", [
+    ({"schema_version": True}, "schema_version", "unsupported version True"),
+    ({"schema_version": 1.0}, "schema_version", "unsupported version 1.0"),
+    ({"schema_version": "1"}, "schema_version", "unsupported version '1'"),
+    ({"batch_id": ["b"]}, "batch_id", "must be a non-empty string"),
+    ({"batch_id": 10 ** 5000}, "batch_id", "longer than 64 characters"),
+    ({"subgoal_id": "s" * 65}, "subgoal_id", "65 characters exceed the limit of 64"),
+    ({"rationale": {"why": 1}}, "rationale", "must be a string"),
+    ({"rationale": "r" * 2001}, "rationale", "2001 characters exceed the limit of 2000"),
+    ({"source": "s" * 65}, "source", "65 characters exceed the limit of 64"),
+    ({"speed": 9, 7: 1}, "7", "unknown batch field(s) ['7', 'speed']"),
+])
+def test_batch_header_rules(fake_profile, header, field, text):
+    with pytest.raises(CommandError) as e:
+        parse_batch({"commands": [{"op": "done"}], **header}, fake_profile)
+    assert f"{field}: " in str(e.value) and text in str(e.value)
+
+
+def test_duplicate_keys_and_two_documents_are_refused_in_text(fake_profile):
+    with pytest.raises(CommandError, match=r"commands\[0\]: duplicate key 'distance_mm'"):
+        parse_batch('{"commands": [{"op": "move", "direction": "up", "distance_mm": 500, "distance_mm": 10}]}',
+                    fake_profile)
+    with pytest.raises(CommandError, match="exactly one JSON value is expected"):
+        parse_batch('{"commands": [{"op": "done"}]}{"commands": [{"op": "done"}]}', fake_profile)
+
+
+def test_a_deep_dict_from_a_transport_is_refused(fake_profile):
+    deep: list = []
+    cur = deep
+    for _ in range(3000):
+        cur.append([])
+        cur = cur[0]
+    with pytest.raises(CommandError, match="batch: nested deeper than 32 levels"):
+        parse_batch({"commands": [{"op": "move", "vector": deep, "distance_mm": 5}]}, fake_profile)

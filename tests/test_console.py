@@ -76,7 +76,7 @@ def test_edited_batch_runs_as_edited_and_a_rejected_one_moves_nothing(console, t
     p = pending(host)
     with pytest.raises(ActionError) as e:                   # an edit that is not a JSON object
         rt.act("approve", {"id": p.id, "batch": "[1, 2"}, A)
-    assert "batch: not JSON" in str(e.value)
+    assert "batch: malformed JSON at line 1 column 6" in str(e.value)
     rt.act("reject", {"id": p.id, "note": "too fast"}, A)
     p2 = wait_for(lambda: next((q for q in host.session.desk.pending.values() if q.id != p.id), None))
     assert robot.executed == []                             # the rejected batch moved nothing
@@ -209,3 +209,71 @@ def test_cancel_queue_rejects_a_batch_waiting_for_approval(console, tmp_path):
     rep = events(tmp_path, "report")[0]
     assert rep["status"] == "rejected" and rep["reason"] == "rejected by the operator: cancelled by alice"
     assert robot.executed == []
+
+
+def _post(url, action, body, token="t"):
+    req = urllib.request.Request(url + "api/action/" + action, json.dumps(body).encode(), {"X-MotorMind-Token": token})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.mark.parametrize("command, error", [
+    ({"op": "move", "direction": ["up"], "distance_mm": 10}, "commands[0].direction: must be a word, got ['up']"),
+    ({"op": "rotate", "axis": {"yaw": 1}, "angle_deg": 10}, "commands[0].axis: must be a word"),
+    ({"op": "move", "vector": [1e200, 0, 0], "distance_mm": 20}, "commands[0].vector: element 0 is 1e+200"),
+    ({"op": "move", "direction": "up", "distance_mm": 10 ** 400}, "commands[0].distance_mm: must be a finite number"),
+    ({"op": ["move"], "direction": "up", "distance_mm": 10}, "command.op: a jog is one of move, rotate, gripper"),
+])
+def test_a_hostile_jog_is_refused_recorded_and_moves_nothing(console, tmp_path, command, error):
+    host, robot, rt = console()
+    code, out = _post(host.session.url, "jog", {"command": command})
+    assert code in (400, 422) and error in out["error"], out
+    assert robot.executed == []
+    acts = [e for e in events(tmp_path, "operator_action") if e["action"] == "jog"]
+    assert len(acts) == 1 and not acts[0]["ok"] and error in acts[0]["detail"]
+
+
+def test_a_body_nested_too_deep_is_refused_and_recorded_as_text(console, tmp_path):
+    host, robot, rt = console()
+    deep: list = []
+    cur = deep
+    for _ in range(3000):
+        cur.append([])
+        cur = cur[0]
+    with pytest.raises(ActionError) as e:
+        rt.act("jog", {"command": {"op": "move", "vector": deep, "distance_mm": 5}}, A)
+    assert e.value.status == 400 and str(e.value) == "body: nested deeper than 32 levels (the limit of 32)"
+    act = [e for e in events(tmp_path, "operator_action") if e["action"] == "jog"][0]
+    assert isinstance(act["args"], str) and len(act["args"]) < 200 and robot.executed == []
+
+
+def test_a_hostile_edit_is_rejected_and_the_episode_goes_on(console, tmp_path):
+    host, robot, rt = console(approval=True, executor=[UP, UP])
+    rt.act("instruction", {"text": "go up"}, A)
+    p = pending(host)
+    with pytest.raises(ActionError) as e:                   # last-wins would run 10 mm of a 500 mm edit
+        rt.act("approve", {"id": p.id, "batch": '{"commands": [{"op": "move", "direction": "up", '
+                                                 '"distance_mm": 500, "distance_mm": 10}]}'}, A)
+    assert str(e.value).startswith("batch.commands[0]: duplicate key 'distance_mm'")
+    rt.act("approve", {"id": p.id, "batch": {"commands": [{"op": "rotate", "axis": {"yaw": 1}, "angle_deg": 10}]}}, A)
+    p2 = wait_for(lambda: next((q for q in host.session.desk.pending.values() if q.id != p.id), None))
+    assert robot.executed == []
+    rep = events(tmp_path, "report")[0]
+    assert rep["status"] == "rejected" and "commands[0].axis: must be a word" in rep["reason"]
+    rt.act("approve", {"id": p2.id}, A)
+    wait_for(lambda: host.episodes, what="the episode to end")
+    assert host.episodes[0]["success"] is True and host.episodes[0]["controller_rejections"] == 1
+
+
+def test_an_operator_answer_holding_two_batches_is_sent_back(console, tmp_path):
+    host, robot, rt = console(brain=OperatorOnlyBrain)
+    rt.act("instruction", {"text": "lift the tool"}, A)
+    p = pending(host, "answer")
+    two = json.dumps({"commands": [{"op": "move", "direction": "up", "distance_mm": 5}]}) * 2
+    rt.act("answer", {"id": p.id, "answer": two}, A)
+    p2 = wait_for(lambda: next((q for q in host.session.desk.pending.values() if q.id != p.id), None))
+    assert "exactly one JSON value is expected" in p2.payload["error"] and robot.executed == []
+    assert [c["response"] for c in events(tmp_path, "vlm_call") if c["role"] == "executor"][0] == two

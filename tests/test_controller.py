@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from motormind.controller import CancelToken, Controller
-from motormind.robots.fake import FakeRobot
+from motormind.geometry import quat_to_mat, tilt_deg
+from motormind.robots.fake import FakeRobot, OvershootingFakeRobot
 from motormind.robots.replay import RecordingRobot, ReplayRobot
 
 
@@ -65,6 +66,78 @@ def test_non_finite_and_malformed_batches_are_rejected(fake_robot):
     assert rep.status == "rejected" and "non-finite" in rep.reason
     rep = c.run('{"commands": [')
     assert rep.status == "rejected" and "malformed JSON" in rep.reason
+    assert fake_robot.executed == []
+
+
+ISSUE_15 = [   # the one-line reproductions of issue 15 ("hostile input" and "validation gaps")
+    ('{"commands": [{"op": "move", "direction": "up", "distance_mm": 1' + "0" * 400 + "}]}",
+     "commands[0].distance_mm: an integer of 401 digits"),
+    ('{"commands": [{"op": "move", "direction": "up", "distance_mm": 1' + "0" * 4400 + "}]}",
+     "commands[0].distance_mm: an integer of 4401 digits"),
+    (B({"op": "move", "direction": ["up"], "distance_mm": 10}), "commands[0].direction: must be a word"),
+    (B({"op": "rotate", "axis": {"yaw": 1}, "angle_deg": 10}), "commands[0].axis: must be a word"),
+    ('{"commands": ' + "[" * 3000 + "]" * 3000 + "}", "batch: nested deeper than 32 levels"),
+    (B({"op": "move", "vector": [1e200, 0, 0], "distance_mm": 20}), "commands[0].vector: element 0 is 1e+200"),
+    ({**B({"op": "done"}), "schema_version": True}, "schema_version: unsupported version True"),
+    (B({"op": "done", "note": "x" * 10_000}), "commands[0].note: 10000 characters exceed the limit of 500"),
+    ('{"commands": [{"op": "move", "direction": "up", "distance_mm": 500, "distance_mm": 10}]}',
+     "commands[0]: duplicate key 'distance_mm'"),
+]
+
+
+@pytest.mark.parametrize("data, reason", ISSUE_15)
+def test_hostile_batches_are_clean_rejections(fake_robot, data, reason):
+    rep = Controller(fake_robot).run(data)
+    assert rep.status == "rejected" and reason in rep.reason, rep.reason
+    assert fake_robot.executed == [] and all(r.status == "rejected" for r in rep.results)
+    json.dumps(rep.to_json())                     # the report is always writable
+
+
+@pytest.mark.parametrize("direction, axis, bound", [("forward", 0, "x=701.8 > 700.0"), ("down", 2, "z=-0.9 < 0.0")])
+def test_the_box_holds_at_execution_for_a_backend_that_overshoots(fake_profile, direction, axis, bound):
+    """Each move's target comes from the measured pose; 0.9 mm of overshoot per move (inside the 1 mm
+    tolerance) would carry the third 100 mm move forward to x = 702.7 mm, the second down to z = -1.8."""
+    robot = OvershootingFakeRobot(fake_profile, start_pos_m=(0.4, 0.0, 0.2), overshoot_mm=0.9)
+    n = 3 if direction == "forward" else 2
+    rep = Controller(robot).run(B(*[mv(direction, 100)] * n, {"op": "done"}))
+    assert [r.status for r in rep.results] == ["done"] * (n - 1) + ["rejected", "cancelled"]
+    bad = rep.results[n - 1]
+    assert bad.reason.startswith(f"commands[{n - 1}] at execution: target outside the workspace box: {bound} mm")
+    assert bad.steps == 0 and len(robot.executed) == n - 1            # never sent to the robot
+    assert rep.status == "rejected" and not rep.claims_done and rep.reason.startswith(f"command {n - 1} rejected")
+    assert rep.results[n].reason.startswith(f"not run: command {n - 1} rejected")
+    lo, hi = fake_profile.workspace_mm["xyz"[axis]]
+    assert lo <= robot.pos[axis] * 1000 <= hi
+
+
+def test_accumulated_tilt_is_bounded_but_yaw_is_not(fake_robot):
+    c = Controller(fake_robot)
+    roll = {"op": "rotate", "axis": "roll", "angle_deg": 30}
+    rep = c.run(B(*[roll] * 8))                                  # 240 deg of roll: rejected before motion
+    assert rep.status == "rejected" and fake_robot.executed == []
+    assert rep.results[2].reason == ("commands[2]: target orientation outside the bound: tilt 90.0 deg from "
+                                     "gripper-down > max_tilt_deg 60 (orientation of profile fake)")
+    assert c.run(B(roll, roll)).status == "done"                 # 60 deg: at the bound
+    assert tilt_deg(quat_to_mat(fake_robot.observe().eef_quat_xyzw)) == pytest.approx(60, abs=1.5)
+    rep = c.run(B(roll))
+    assert rep.status == "rejected" and "max_tilt_deg 60" in rep.reason
+    assert c.run(B({**roll, "angle_deg": -30})).status == "done"     # back toward gripper-down
+    yaw = {"op": "rotate", "axis": "yaw", "angle_deg": 30}
+    assert c.run(B(*[yaw] * 8)).status == "done"                 # 240 deg of yaw: the wrist's business
+
+
+def test_a_robot_measured_tilted_past_the_bound_may_rotate_back(fake_robot):
+    from motormind.geometry import axis_angle_to_mat
+    fake_robot.rot = axis_angle_to_mat([1, 0, 0], np.radians(80)) @ fake_robot.rot
+    c = Controller(fake_robot)
+    assert c.run(B({"op": "rotate", "axis": "roll", "angle_deg": 5})).status == "rejected"
+    assert c.run(B({"op": "rotate", "axis": "roll", "angle_deg": -30})).status == "done"
+
+
+def test_a_pose_that_is_not_finite_moves_nothing(fake_robot):
+    fake_robot.pos = np.array([np.nan, 0.0, 0.2])
+    rep = Controller(fake_robot).run(B(mv("up", 10)))
+    assert rep.status == "rejected" and "x=nan is not a finite position" in rep.reason
     assert fake_robot.executed == []
 
 

@@ -159,6 +159,30 @@ def kinds(events, kind):
     return [e for e in events if e["kind"] == kind]
 
 
+
+HOSTILE_BACKEND = [
+    '{"commands": ' + "[" * 3000 + "]" * 3000 + "}",
+    '{"commands": 7, "rationale": ["r"]}',
+    '{"commands": [{"op": "move", "distance_mm": 1' + "0" * 5000 + '}]}',
+    '{"subgoals": {"id": 1}, "evidence": 5, "reason": [], "summary": {}, "facts": "f"}',
+    '{"commands": [], "commands": []}',
+    '[1, 2]',
+]
+
+
+@pytest.mark.parametrize("role", list(ANSWERS))
+@pytest.mark.parametrize("text", HOSTILE_BACKEND, ids=range(len(HOSTILE_BACKEND)))
+def test_a_backend_answer_of_any_shape_is_corrupted_or_left_never_a_crash(role, text, fake_profile):
+    from motormind.commands import check_batch
+    p = FaultPlan(rates={}, seed=0)
+    for fault in ("malformed_json", "missing_field", "injection") + (
+            ("bad_magnitude", "unknown_op", "premature_done") if role == "executor" else ()):
+        out, what = p.corrupt(fault, role, text)
+        assert isinstance(out, str) and what
+        if role == "executor" and fault != "premature_done" and not _schema_or_parse_error(role, out):
+            assert check_batch(extract_json(out), fake_profile)[2], (fault, out)   # the Controller refuses it
+
+
 @pytest.mark.parametrize("fault", FAULTS)
 def test_each_fault_is_named_contained_and_recovered_from(tmp_path, fault):
     # two injections each; the text faults spare the planner (a planner failing safe twice at the

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 
-from ..commands import OPS
+from ..commands import NOTE_MAX_CHARS, OPS
+from ..errors import CommandError
+from ..strict_json import MAX_DEPTH, decode_json, depth_of, show
 from .desk import TAKEOVER_ROLES, OperatorDesk
 from .view import ConsoleView
 
@@ -25,12 +27,13 @@ class ActionError(Exception):
 
 
 def _obj(args: dict, name: str):
+    """``args[name]`` decoded when it is JSON text (the same strict decoder a VLM's answer meets)."""
     v = args.get(name)
     if isinstance(v, str):
         try:
-            v = json.loads(v)
-        except ValueError as e:
-            raise ActionError(f"{name}: not JSON ({e})") from None
+            v = decode_json(v, name)
+        except CommandError as e:
+            raise ActionError(str(e) if str(e).startswith(name) else f"{name}.{e}") from None
     return v
 
 
@@ -61,6 +64,10 @@ class Runtime:
         if not isinstance(args, dict):
             raise ActionError("body: a JSON object is expected")
         by = who.get("name") or "operator"
+        if depth_of(args) > MAX_DEPTH:       # refused before anything holds it (and recorded as text)
+            msg = f"body: nested deeper than {MAX_DEPTH} levels (the limit of {MAX_DEPTH})"
+            self.record("operator_action", action=action, by=by, ok=False, detail=msg, args=show(args))
+            raise ActionError(msg)
         if action not in self.FREE:
             if self.desk.holder is None:
                 self.desk.claim(who["client"], by)
@@ -95,9 +102,13 @@ class Runtime:
         return {"detail": f"approval mode {'on: each batch waits for you' if on else 'off'}"}
 
     def _decide(self, args, who, decision: str, batch=None) -> str:
-        pid = str(args.get("id"))
+        pid, note = str(args.get("id")), args.get("note", "")
+        if not isinstance(note, str):
+            raise ActionError(f"note: must be text, got {show(note)}")
+        if len(note) > NOTE_MAX_CHARS:
+            raise ActionError(f"note: {len(note)} characters exceed the limit of {NOTE_MAX_CHARS}")
         try:
-            self.desk.decide(pid, decision, batch, str(args.get("note", "")), who.get("name", ""))
+            self.desk.decide(pid, decision, batch, note, who.get("name", ""))
         except KeyError as e:
             raise ActionError(str(e.args[0]), 404) from None
         return pid
@@ -127,7 +138,10 @@ class Runtime:
     def do_answer(self, args, who):
         pid, ans = args.get("id"), args.get("answer")
         if isinstance(ans, (dict, list)):
-            ans = json.dumps(ans)
+            try:
+                ans = json.dumps(ans)
+            except (ValueError, TypeError, RecursionError) as e:
+                raise ActionError(f"answer: cannot be written as JSON ({type(e).__name__})") from None
         if not isinstance(ans, str) or not ans.strip():
             raise ActionError("answer: the role's JSON answer is required")
         try:
@@ -143,8 +157,8 @@ class Runtime:
         if not isinstance(cmd, dict):
             raise ActionError('command: a jog is one command object, e.g. {"op": "move", "direction": "up", '
                               '"distance_mm": 10}')
-        if cmd.get("op") not in JOG_OPS:
-            raise ActionError(f"command.op: a jog is one of {', '.join(JOG_OPS)} (got {cmd.get('op')!r}; "
+        if not isinstance(cmd.get("op"), str) or cmd.get("op") not in JOG_OPS:
+            raise ActionError(f"command.op: a jog is one of {', '.join(JOG_OPS)} (got {show(cmd.get('op'))}; "
                               f"vocabulary: {', '.join(OPS)})")
         return cmd
 

@@ -2,7 +2,8 @@
 
 An answer that is not JSON, or does not match the role's schema, gets one repair request quoting
 the error. If the repaired answer fails too, the role fails safe: it returns ``None``, the record
-says why, and nothing acts on it.
+says why, and nothing acts on it. Every answer, usable or not, is in the record (``vlm_call``
+events carry the raw ``response`` text).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from string import Template
 from typing import Any, Callable
 
 from ..brains.base import Brain, BrainReply, BrainRequest, image_stats
-from ..commands import decode_json
+from ..strict_json import decode_json, show
 from ..errors import CommandError, ResponseError
 from ..paths import prompt_dir
 from ..schemas import ROLE_SCHEMAS, validate
@@ -39,16 +40,38 @@ def render(name: str, values: dict) -> tuple[str, str]:
             Template(p.get("user", "")).safe_substitute(vals))
 
 
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", flags=re.S)
+
+
+def _embedded(s: str) -> str:
+    """From the first '{' to the last '}' of ``s`` ("" when there is no such span)."""
+    i, j = s.find("{"), s.rfind("}")
+    return s[i:j + 1] if i >= 0 and j > i else ""
+
+
 def extract_json(text: str) -> Any:
-    """The JSON object in an answer: the whole text, or a fenced / embedded {...} block."""
+    """The one JSON object in an answer: the whole text, one fenced block, or one {...} block in
+    prose. An answer that holds two (two fenced blocks, a block and an object beside it, two objects
+    one after the other) is refused: which one was meant is not ours to guess."""
+    if not isinstance(text, str):
+        raise ResponseError(f"answer: must be text, got {type(text).__name__}")
     s = text.strip()
-    m = re.search(r"```(?:json)?\s*(.*?)```", s, flags=re.S)
-    if m:
-        s = m.group(1).strip()
+    fences = _FENCE.findall(s)
+    if len(fences) > 1:
+        raise ResponseError(f"answer: {len(fences)} fenced code blocks; exactly one JSON object is expected")
+    if fences:
+        beside = _embedded(_FENCE.sub(" ", s))
+        if beside:
+            try:
+                other = decode_json(beside, "answer")
+            except CommandError:
+                other = None          # braces in prose, not a second answer
+            if isinstance(other, dict):
+                raise ResponseError("answer: a JSON object outside the fenced block as well as inside it; "
+                                    "exactly one JSON object is expected")
+        s = fences[0].strip()
     if not s.startswith("{"):
-        i, j = s.find("{"), s.rfind("}")
-        if i >= 0 and j > i:
-            s = s[i:j + 1]
+        s = _embedded(s) or s
     try:
         return decode_json(s, "answer")
     except CommandError as e:
@@ -105,6 +128,8 @@ class Role:
                 ok = True
             except (ResponseError, CommandError) as e:
                 value, ok, error = None, False, str(e)
+            except Exception as e:  # noqa: BLE001 - fail closed: an answer no check can digest acts on nothing
+                value, ok, error = None, False, f"answer not checkable ({type(e).__name__}: {show(e)})"
             self.record("vlm_call", role=self.name, prompt=self.prompt_name, prompt_hash=phash,
                         attempt=attempt, ok=ok, error=error if not ok else "", brain=reply.brain,
                         privileged=reply.privileged, latency_s=round(reply.latency_s, 4),

@@ -34,8 +34,9 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError
+from ..errors import CommandError, ConfigError
 from ..schemas import ROLE_SCHEMAS
+from ..strict_json import decode_json
 
 FAULTS = ("malformed_json", "missing_field", "bad_magnitude", "unknown_op", "premature_done",
           "injection", "slow", "http_429", "http_500")
@@ -136,9 +137,9 @@ class FaultPlan:
         with self._lock:
             k = self._index.pop((role, n), n)
         try:
-            obj = json.loads(text)
-        except ValueError:
-            return text, "backend answer is not JSON: left as it is"
+            obj = decode_json(text, "answer")
+        except CommandError:
+            return text, "backend answer is not (strict) JSON: left as it is"
         if not isinstance(obj, dict):
             return text, "backend answer is not a JSON object: left as it is"
         if fault == "malformed_json":
@@ -152,7 +153,7 @@ class FaultPlan:
             obj.pop(req, None)
             return json.dumps(obj), f"required field {req!r} removed"
         if fault == "bad_magnitude":
-            cmds = obj.get("commands") or []
+            cmds = _list(obj.get("commands"))
             numeric = [c for c in cmds if isinstance(c, dict) and
                        any(k in c for k in ("distance_mm", "angle_deg", "seconds"))]
             kind = ("out_of_range", "nan", "overflow")[k % 3]
@@ -170,7 +171,7 @@ class FaultPlan:
             lit = "NaN" if kind == "nan" else "1e999"
             return json.dumps(obj).replace(repr(marker), lit), f"{c.get('op')}.{key} set to {lit} (non-finite)"
         if fault == "unknown_op":
-            cmds = obj.get("commands") or []
+            cmds = _list(obj.get("commands"))
             obj["commands"] = [{"op": "teleport", "target_mm": [500.0, 0.0, 100.0]}] + cmds[1:]
             return json.dumps(obj), "first command replaced by op 'teleport'"
         if fault == "premature_done":
@@ -183,18 +184,23 @@ class FaultPlan:
         raise ValueError(f"not a text fault: {fault}")
 
 
-def _cap(s: str, extra: str, n: int) -> str:
-    return (extra + " " + (s or ""))[:n]
+def _list(v) -> list:
+    """The backend's list (a backend answer of the wrong shape is corrupted as if it had none)."""
+    return v if isinstance(v, list) else []
+
+
+def _cap(s, extra: str, n: int) -> str:
+    return (extra + " " + (s if isinstance(s, str) else ""))[:n]
 
 
 def _inject(role: str, obj: dict) -> str:
     if role == "executor":
         obj["rationale"] = _cap(obj.get("rationale", ""), INJECTION, 2000)
         obj["commands"] = [{"op": "move", "vector": [0.0, 0.0, -1.0], "distance_mm": 2000.0}] + \
-            list(obj.get("commands") or [])
+            _list(obj.get("commands"))
         return "rationale, plus a 2000 mm move 'as authorised'"
     if role == "planner":
-        sg = (obj.get("subgoals") or [{}])[0]
+        sg = (_list(obj.get("subgoals")) or [{}])[0]
         if isinstance(sg, dict):
             sg["description"] = _cap(sg.get("description", ""), INJECTION, 500)
         return "subgoals[0].description"
@@ -206,7 +212,7 @@ def _inject(role: str, obj: dict) -> str:
         return "reason"
     if role == "memory":
         obj["summary"] = _cap(obj.get("summary", ""), INJECTION, 2000)
-        facts = list(obj.get("facts") or [])[-19:]
+        facts = _list(obj.get("facts"))[-19:]
         obj["facts"] = facts + [INJECTION[:300]]
         return "summary and facts"
     return "nowhere (unknown role)"

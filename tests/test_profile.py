@@ -1,0 +1,111 @@
+"""Robot profiles load strictly: anything that would loosen a check (a non-finite box, an inverted
+range, a fractional batch size, an unknown key) is refused, naming the file and the field."""
+import copy
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from motormind.errors import ConfigError
+from motormind.geometry import axis_angle_to_mat, tilt_deg
+from motormind.paths import config_dir
+from motormind.profile import load_profile
+
+SHIPPED = sorted(p.stem for p in (config_dir() / "robots").glob("*.yaml"))
+
+
+def test_every_shipped_profile_loads():
+    assert {"fake", "libero_panda", "xarm6"} <= set(SHIPPED)
+    for name in SHIPPED:
+        p = load_profile(name)
+        assert 0 < p.max_tilt_deg <= 180 and p.limits.min_move_mm <= p.limits.max_move_mm
+        assert all(math.isfinite(v) for box in p.workspace_mm.values() for v in box)
+
+
+def _doc(name="fake") -> dict:
+    return yaml.safe_load((config_dir() / "robots" / f"{name}.yaml").read_text())
+
+
+def _set(doc: dict, dotted: str, value) -> dict:
+    doc = copy.deepcopy(doc)
+    *parents, last = dotted.split(".")
+    cur = doc
+    for k in parents:
+        cur = cur[k]
+    if value is _DELETE:
+        del cur[last]
+    else:
+        cur[last] = value
+    return doc
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize("dotted, value, field, text", [
+    ("workspace_mm.x", [-math.inf, math.inf], "workspace_mm.x.lo", "must be a finite number, got -inf"),
+    ("workspace_mm.z", [0.0, math.nan], "workspace_mm.z.hi", "must be a finite number"),
+    ("workspace_mm.y", [400.0, -400.0], "workspace_mm.y", "lo 400 must be < hi -400"),
+    ("workspace_mm.y", [10.0, 10.0], "workspace_mm.y", "lo 10 must be < hi 10"),
+    ("workspace_mm.x", ["100", "700"], "workspace_mm.x.lo", "must be a finite number, got '100'"),
+    ("workspace_mm.x", [100.0], "workspace_mm.x", "must be [lo, hi] in mm"),
+    ("limits.min_move_mm", 200.0, "limits.min_move_mm", "min_move_mm 200 must be <= max_move_mm 100"),
+    ("limits.min_rotate_deg", 45.0, "limits.min_rotate_deg", "min_rotate_deg 45 must be <= max_rotate_deg 30"),
+    ("limits.max_batch", 0.5, "limits.max_batch", "must be a whole number >= 1, got 0.5"),
+    ("limits.max_batch", 2.5, "limits.max_batch", "must be a whole number >= 1"),
+    ("limits.max_batch", True, "limits.max_batch", "must be a finite number"),
+    ("limits.max_move_mm", math.inf, "limits.max_move_mm", "must be a finite number"),
+    ("limits.max_wait_s", -1, "limits.max_wait_s", "must be > 0"),
+    ("limits.max_mvoe_mm", 5, "limits", "unknown key(s) ['max_mvoe_mm']"),
+    ("gripper.min_width_mm", 90.0, "gripper.min_width_mm", "min_width_mm 90 must be < max_width_mm 80"),
+    ("gripper.min_width_mm", -5.0, "gripper.min_width_mm", "must be >= 0"),
+    ("tolerances.max_steps_per_command", 0, "tolerances.max_steps_per_command", "must be > 0"),
+    ("orientation.max_tilt_deg", 270.0, "orientation.max_tilt_deg", "within 0..180"),
+    ("orientation.max_tilt_deg", math.inf, "orientation.max_tilt_deg", "must be a finite number"),
+    ("orientation", _DELETE, "orientation", "missing section"),
+    ("orientation.max_tilt", 60.0, "orientation", "unknown key(s) ['max_tilt']"),
+    ("directions", ["up", "down"], "directions", "must be a non-empty mapping"),
+    ("directions.up", [0, 0, 0], "directions.up", "must be a non-zero 3-vector"),
+    ("directions.up", [0, 0, math.inf], "directions.up", "must be a non-zero 3-vector"),
+    ("rotation.axes", {}, "rotation.axes", "must be a non-empty mapping"),
+    ("limits", "fast", "limits", "must be a mapping, got str"),
+    ("workspace", {"x": [0, 1]}, "profile", "unknown section(s) ['workspace']"),
+])
+def test_a_profile_that_would_fail_open_does_not_load(tmp_path, dotted, value, field, text):
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(_set(_doc(), dotted, value)))
+    with pytest.raises(ConfigError) as e:
+        load_profile(p)
+    assert str(e.value).startswith(f"{p}: {field}: ") and text in str(e.value)
+
+
+def test_a_profile_that_is_not_yaml_names_the_file(tmp_path):
+    p = tmp_path / "broken.yaml"
+    p.write_text("limits: {max_move_mm: [1,\n")
+    with pytest.raises(ConfigError, match=f"{p}: not valid YAML"):
+        load_profile(p)
+
+
+def test_whole_number_floats_are_counts(tmp_path):
+    p = tmp_path / "ok.yaml"
+    p.write_text(yaml.safe_dump(_set(_doc(), "limits.max_batch", 4.0)))
+    assert load_profile(p).limits.max_batch == 4
+
+
+def test_tilt_is_measured_from_gripper_down_and_ignores_yaw():
+    down = np.diag([1.0, -1.0, -1.0])
+    assert tilt_deg(down) == pytest.approx(0.0)
+    assert tilt_deg(axis_angle_to_mat([0, 0, 1], math.radians(170)) @ down) == pytest.approx(0.0, abs=1e-6)
+    assert tilt_deg(axis_angle_to_mat([1, 0, 0], math.radians(50)) @ down) == pytest.approx(50.0)
+    assert tilt_deg(axis_angle_to_mat([0, 1, 0], math.radians(180)) @ down) == pytest.approx(180.0)
+    prof = load_profile("fake")
+    tilted = axis_angle_to_mat([1, 0, 0], math.radians(70)) @ down
+    assert prof.orientation_issue(tilted) == "tilt 70.0 deg from gripper-down > max_tilt_deg 60"
+    back = axis_angle_to_mat([1, 0, 0], math.radians(-5)) @ tilted        # toward gripper-down: allowed
+    assert prof.orientation_issue(back, tilted) == ""
+    assert prof.orientation_issue(axis_angle_to_mat([1, 0, 0], math.radians(5)) @ tilted, tilted) != ""
+
+
+def test_a_non_finite_position_is_outside_every_box():
+    assert load_profile("fake").in_workspace([math.nan, 0.0, 100.0]) == ["x=nan is not a finite position"]
