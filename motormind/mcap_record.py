@@ -16,12 +16,21 @@ CDR-encoded messages, one channel per topic of the MotorMind graph (docs/ros2.md
 ``role_failed``, ``repair_request``, ``monitor_cancel``, ``replan``, ...), one JSON object each.
 
 In-process: ``McapRecorder(path).attach(recorder, runner)`` mirrors the episode record and the
-runner's observations into the file; ``close()`` finishes it (a file that was not closed lacks its
-index but its messages can still be recovered by ``mcap recover``).
+runner's observations into the file; ``close()`` finishes it (the summary and index).
+
+The file is written as it goes: the header at once, then a compressed chunk whenever
+``chunk_size`` bytes of messages are pending or the oldest pending message is ``flush_s`` old
+(a background thread closes a quiet chunk too), each handed to the OS when it is written. A
+recorder killed without a chance to close (SIGKILL, a crash) therefore loses at most its open
+chunk: the last ``flush_s`` seconds. Such a file has no summary or footer; ``read_messages`` reads
+it to its last complete chunk, and ``recover(src, dst)`` (``python -m motormind.mcap_record
+recover SRC DST``) writes an indexed copy that every MCAP reader opens (docs/ros2.md, "Recording").
 """
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -137,16 +146,26 @@ def event_message(ev: dict) -> tuple[str, dict] | None:
     return None
 
 
-class McapRecorder:
-    """An MCAP file with ROS 2 schemas. Thread-safe; ``close()`` writes the index and summary."""
+MCAP_MAGIC = b"\x89MCAP0\r\n"   # opens and closes every MCAP file (the MCAP specification)
+FLUSH_S = 1.0               # the longest a message waits in the open chunk (what a SIGKILL can lose)
+CHUNK_SIZE = 1024 * 1024    # bytes of messages per chunk at most (before compression)
 
-    def __init__(self, path: str | Path, namespace: str = NAMESPACE, metadata: dict | None = None):
+
+class McapRecorder:
+    """An MCAP file with ROS 2 schemas, written as it goes (module docstring). Thread-safe;
+    ``flush()`` writes the open chunk now; ``close()`` writes the index and summary.
+    ``flush_s``: 0 or None writes chunks by size only (and at ``flush()`` / ``close()``)."""
+
+    def __init__(self, path: str | Path, namespace: str = NAMESPACE, metadata: dict | None = None,
+                 flush_s: float | None = FLUSH_S, chunk_size: int = CHUNK_SIZE):
         from mcap.writer import CompressionType, Writer   # lazy: only recording needs mcap
+        if flush_s is not None and not flush_s >= 0:
+            raise ValueError(f"flush_s: {flush_s!r} must be >= 0 seconds (0: by size only)")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.ns = namespace.rstrip("/")
         self._fh = open(self.path, "wb")
-        self._w = Writer(self._fh, compression=CompressionType.ZSTD)
+        self._w = Writer(self._fh, chunk_size=int(chunk_size), compression=CompressionType.ZSTD)
         self._w.start(profile="ros2", library="motormind")
         self._lock = threading.Lock()
         self._schemas: dict[str, int] = {}
@@ -154,9 +173,18 @@ class McapRecorder:
         self._channels: dict[str, int] = {}
         self._seq: dict[int, int] = {}
         self.counts: dict[str, int] = {}
+        self.chunks_flushed = 0
         self.closed = False
+        self._pending_since: float | None = None     # monotonic time of the oldest message not on disk
         if metadata:
             self._w.add_metadata("motormind", {k: str(v) for k, v in metadata.items()})
+        self._fh.flush()            # the header is on disk at once: even an instant crash leaves a readable file
+        self.flush_s = float(flush_s or 0.0)
+        self._stop = threading.Event()
+        self._flusher = None
+        if self.flush_s > 0:
+            self._flusher = threading.Thread(target=self._flush_loop, name="motormind-mcap-flush", daemon=True)
+            self._flusher.start()
 
     # -- low level ------------------------------------------------------------------------------
     def topic(self, name: str) -> str:
@@ -187,6 +215,11 @@ class McapRecorder:
             self._seq[ch] = seq + 1
             self._w.add_message(ch, log_time=t_ns, data=bytes(data), publish_time=t_ns, sequence=seq)
             self.counts[topic] = self.counts.get(topic, 0) + 1
+            now = time.monotonic()
+            if self._pending_since is None:
+                self._pending_since = now
+            elif self.flush_s and now - self._pending_since >= self.flush_s:
+                self._flush_locked()
 
     def write(self, topic: str, type_name: str, msg: dict, t_ns: int | None = None, **qos) -> None:
         """Encode a message given as a dict (field names as in the .msg) and write it."""
@@ -235,13 +268,39 @@ class McapRecorder:
         if obs.images:
             self.images(obs.images, t_ns)
 
+    # -- on disk as it goes -----------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write the open chunk (if it holds a message) and hand it to the OS."""
+        with self._lock:
+            if not self.closed:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._pending_since is None:
+            return
+        self._w.flush()             # finishes the chunk, writes it and its message index, flushes the file
+        self._pending_since = None
+        self.chunks_flushed += 1
+
+    def _flush_loop(self) -> None:
+        """A quiet recorder's last messages reach the disk within ``flush_s`` too."""
+        while not self._stop.wait(self.flush_s / 4):
+            with self._lock:
+                if self.closed:
+                    return
+                if self._pending_since is not None and time.monotonic() - self._pending_since >= self.flush_s:
+                    self._flush_locked()
+
     def close(self) -> None:
+        self._stop.set()
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             try:
                 self._w.finish()
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
             finally:
                 self._fh.close()
 
@@ -252,11 +311,143 @@ class McapRecorder:
         self.close()
 
 
-def read_messages(path: str | Path):
-    """(topic, type name, decoded message, log_time ns) for every message of a MotorMind MCAP file."""
-    from mcap.reader import make_reader
-    from mcap_ros2.decoder import DecoderFactory
+def is_complete(path: str | Path) -> bool:
+    """True when the file was closed (it ends with the footer's magic), False for one whose writer
+    died (no summary, no footer)."""
+    magic = MCAP_MAGIC
     with open(path, "rb") as fh:
-        reader = make_reader(fh, decoder_factories=[DecoderFactory()])
-        for schema, channel, message, decoded in reader.iter_decoded_messages():
-            yield channel.topic, schema.name, decoded, message.log_time
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size < 2 * len(magic):
+            return False
+        fh.seek(size - len(magic))
+        return fh.read() == magic
+
+
+def _salvage(fh, out: dict):
+    """The records of the data section in file order, to the first one that is cut short or
+    damaged (the open chunk of a killed writer). ``out`` gets ``complete``, ``chunks`` and
+    ``good_bytes`` (the offset after the last whole record)."""
+    from mcap.records import Chunk, DataEnd
+    from mcap.stream_reader import StreamReader, breakup_chunk
+    out.update(complete=False, chunks=0, good_bytes=0)
+    records = StreamReader(fh, emit_chunks=True).records
+    while True:
+        try:
+            rec = next(records)
+        except StopIteration:
+            out["complete"] = True
+            return
+        except Exception:  # noqa: BLE001 - the cut-off tail: a short read, a bad length, a broken field
+            return
+        if isinstance(rec, Chunk):
+            try:
+                inner = breakup_chunk(rec, validate_crc=True)
+            except Exception:  # noqa: BLE001 - a chunk cut short fails its CRC or its decompression
+                return
+            out["chunks"] += 1
+            out["good_bytes"] = fh.tell()
+            yield from inner
+        elif isinstance(rec, DataEnd):
+            out["complete"] = True       # the writer got to finish(); the summary is not needed here
+            out["good_bytes"] = fh.tell()
+            return
+        else:
+            out["good_bytes"] = fh.tell()
+            yield rec
+
+
+def _salvaged_messages(path, out: dict):
+    """(schema, channel, message) from a file whose writer may have died."""
+    from mcap.records import Channel, Message, Schema
+    schemas, channels = {}, {}
+    with open(path, "rb") as fh:
+        for rec in _salvage(fh, out):
+            if isinstance(rec, Schema):
+                schemas[rec.id] = rec
+            elif isinstance(rec, Channel):
+                channels[rec.id] = rec
+            elif isinstance(rec, Message) and rec.channel_id in channels:
+                ch = channels[rec.channel_id]
+                yield schemas.get(ch.schema_id), ch, rec
+
+
+def read_messages(path: str | Path):
+    """(topic, type name, decoded message, log_time ns) for every message of a MotorMind MCAP file.
+    A closed file is read through its index (log-time order); a file whose recorder was killed is
+    read in file order up to its last complete chunk."""
+    from mcap_ros2.decoder import DecoderFactory
+    if is_complete(path):
+        from mcap.reader import make_reader
+        with open(path, "rb") as fh:
+            reader = make_reader(fh, decoder_factories=[DecoderFactory()])
+            for schema, channel, message, decoded in reader.iter_decoded_messages():
+                yield channel.topic, schema.name, decoded, message.log_time
+        return
+    factory, decoders = DecoderFactory(), {}
+    for schema, channel, message in _salvaged_messages(path, {}):
+        if schema is None:
+            continue
+        dec = decoders.get(channel.id)
+        if dec is None:
+            dec = decoders[channel.id] = factory.decoder_for(channel.message_encoding, schema)
+        yield channel.topic, schema.name, dec(message.data), message.log_time
+
+
+def recover(src: str | Path, dst: str | Path) -> dict:
+    """Write ``dst``: every message of ``src`` that is whole (all of them for a closed file, up to
+    the last complete chunk for one whose recorder was killed), with its schema and channel, as a
+    closed, indexed MCAP file. Returns ``{messages, chunks, complete, dropped_bytes}``:
+    ``complete`` False says ``src`` was cut off; ``dropped_bytes`` is what followed its last
+    whole record."""
+    from mcap.writer import CompressionType, Writer
+    if Path(src).resolve() == Path(dst).resolve():
+        raise ValueError("recover: dst must be another file than src")
+    out: dict = {}
+    n = 0
+    schema_ids: dict = {}
+    channel_ids: dict = {}
+    with open(dst, "wb") as fh:
+        w = Writer(fh, compression=CompressionType.ZSTD)
+        w.start(profile="ros2", library="motormind recover")
+        for schema, channel, message in _salvaged_messages(src, out):
+            if channel.id not in channel_ids:
+                sid = 0
+                if schema is not None:
+                    if schema.id not in schema_ids:
+                        schema_ids[schema.id] = w.register_schema(schema.name, schema.encoding, schema.data)
+                    sid = schema_ids[schema.id]
+                channel_ids[channel.id] = w.register_channel(channel.topic, channel.message_encoding, sid,
+                                                             dict(channel.metadata))
+            w.add_message(channel_ids[channel.id], log_time=message.log_time, data=message.data,
+                          publish_time=message.publish_time, sequence=message.sequence)
+            n += 1
+        w.finish()
+    size = Path(src).stat().st_size
+    return {"messages": n, "chunks": out.get("chunks", 0), "complete": bool(out.get("complete")),
+            "dropped_bytes": 0 if out.get("complete") else max(0, size - int(out.get("good_bytes", 0)))}
+
+
+def main(argv=None) -> int:
+    """``python -m motormind.mcap_record recover SRC DST``: an indexed copy of a recording whose
+    recorder was killed (what is whole of it)."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m motormind.mcap_record",
+                                 description="Recover a MotorMind MCAP recording whose recorder died.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    rp = sub.add_parser("recover", help="write an indexed copy of what is whole in SRC to DST")
+    rp.add_argument("src")
+    rp.add_argument("dst")
+    a = ap.parse_args(argv)
+    try:
+        r = recover(a.src, a.dst)
+    except (OSError, ValueError) as e:
+        print(f"recover: {e}", file=sys.stderr)
+        return 1
+    state = "closed" if r["complete"] else f"cut off ({r['dropped_bytes']} bytes after the last whole chunk dropped)"
+    print(f"recover: {r['messages']} messages in {r['chunks']} chunks from {a.src} ({state}) -> {a.dst}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

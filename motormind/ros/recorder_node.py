@@ -1,12 +1,13 @@
 """The recorder node: every topic of the graph into one MCAP file (ROS 2 schemas, CDR as on the
 wire), like ``ros2 bag record`` but without the ros2 CLI. The in-process runner writes the same
 channels with ``motormind.mcap_record.McapRecorder``. The privileged channel and heartbeats are
-not recorded."""
+not recorded. The file is written as it goes: a recorder killed by SIGKILL loses at most its last
+``flush_s`` seconds (``motormind/mcap_record.py``; docs/ros2.md, "Recording")."""
 from __future__ import annotations
 
 import time
 
-from ..mcap_record import McapRecorder
+from ..mcap_record import FLUSH_S, McapRecorder
 from . import graph
 from .base import MotorMindNode, msg_type, qos, spin
 
@@ -15,7 +16,7 @@ SKIP = {"heartbeat", "privileged/request", "privileged/response"}
 
 class RecorderNode(MotorMindNode):
     role = "recorder"
-    extra_params = {"path": ""}
+    extra_params = {"path": "", "flush_s": FLUSH_S}
 
     def __init__(self):
         super().__init__()
@@ -23,13 +24,17 @@ class RecorderNode(MotorMindNode):
         path = self.p("path")
         if not path:
             raise SystemExit("path: the MCAP file to write (record:=FILE)")
-        self.mcap = McapRecorder(path, graph.NAMESPACE, {"profile": self.profile.name, "started": time.time()})
+        try:
+            self.mcap = McapRecorder(path, graph.NAMESPACE, {"profile": self.profile.name, "started": time.time()},
+                                     flush_s=float(self.p("flush_s")))
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"path: cannot record to {path}: {e}") from None
         self._topics: set = set()
         for name in graph.TOPICS:
             if name not in SKIP:
                 self._record(name)
         self.create_timer(0.5, self._discover)
-        self.log(f"recording to {path}")
+        self.log(f"recording to {path} (on disk every {self.mcap.flush_s:g} s)")
 
     def _record(self, name: str) -> None:
         t = graph.topic_spec(name)
