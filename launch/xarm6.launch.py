@@ -5,7 +5,7 @@
 
 A real ROS 2 launch file (Jazzy and later). Its nodes, parameter file and per-node parameters come
 from motormind/ros/graph.py, the same source `motormind launch xarm6` uses on machines without the
-ros2 CLI: `motormind launch xarm6 --dry-run` prints what this file starts.
+ros2 CLI: `motormind launch xarm6 robot_ip:=192.168.1.222 --dry-run` prints what this file starts.
 """
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown

@@ -2,13 +2,16 @@
 truth: motormind/ros/graph.py), and the CLI works where rclpy is absent."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import types
 from pathlib import Path
 
 import pytest
+import rostest_util
 import yaml
+from waiting import wait_for
 
 from motormind.ros import graph
 from motormind.ros.launcher import Launcher, parse_node_argv
@@ -71,11 +74,15 @@ def _from_launch_file(setup, given, monkeypatch):
 def _from_motormind_launch(setup, given):
     ln = Launcher(setup, given)
     out = {}
-    for proc in ln.procs:
-        a = parse_node_argv(proc.argv)
-        out[a["name"]] = {"executable": graph.EXECUTABLES[a["role"]], "namespace": a["namespace"],
-                          "package": graph.PACKAGE, "params_file": a["params_files"][0], "params": a["params"],
-                          "respawn": proc.spec.respawn, "ends": proc.spec.exit_ends_launch}
+    with ln.prepared():                      # the per-node parameter files, as run() writes them
+        for proc in ln.procs:
+            a = parse_node_argv(proc.argv)
+            out[a["name"]] = {"executable": graph.EXECUTABLES[a["role"]], "namespace": a["namespace"],
+                              "package": graph.PACKAGE, "params_file": a["params_files"][0], "params": a["params"],
+                              "respawn": proc.spec.respawn, "ends": proc.spec.exit_ends_launch}
+        tmp = ln.tmp
+        assert tmp.is_dir()
+    assert not tmp.exists()                  # removed on leaving
     return out
 
 
@@ -132,3 +139,94 @@ def test_cli_lists_and_dry_runs_launch_without_rclpy():
     bad = subprocess.run([sys.executable, "-m", "motormind.cli", "launch", "sim", "tsk:=2", "--dry-run"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "unknown argument(s) for sim: tsk" in bad.stderr
+
+
+def _cli(*args, tmpdir, timeout=120):
+    """`motormind launch ...` in a fresh process whose temporary files go to ``tmpdir``."""
+    return subprocess.run([sys.executable, "-m", "motormind.cli", "launch", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(ROOT)})
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    p = _cli("sim", "task:=1", "--dry-run", tmpdir=tmpdir)
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = json.loads(p.stdout)
+    assert d["launch_dir"].startswith("<launch dir>")
+    assert d["nodes"][0]["argv"][-1] == "<launch dir>/controller.params.yaml"
+    assert list(tmpdir.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, error", [
+    (["fake"], "launch: brain_script: brain:=scripted needs its script, a JSON file {role: [answers]} "
+               "(brain_script:=FILE)"),
+    (["fake", "brain_script:=/nonexistent/script.json"], "launch: brain_script: no such file: /nonexistent/script.json"),
+    (["fake", "brain:=oracle"], "launch: brain: 'oracle' is not one of scripted | openai for fake (it reads the "
+                                "simulator's privileged state: simulation only)"),
+    (["xarm6"], "launch: robot_ip: required for the xArm6 (robot_ip:=192.168.1.222)"),
+])
+def test_a_launch_that_would_start_part_of_the_graph_is_refused_in_one_line(args, error, tmp_path):
+    """Without a brain that can answer, every role node would exit and leave a Controller whose
+    watchdog never arms: nothing starts, one line says why, and no temporary files are left."""
+    for dry in ([], ["--dry-run"]):
+        p = _cli(*args, *dry, tmpdir=tmp_path)
+        assert p.returncode != 0 and p.stderr.strip() == error, p.stderr
+        assert "started" not in p.stdout and "Traceback" not in p.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_node_that_refuses_to_start_ends_the_launch(tmp_path, monkeypatch):
+    """A node that exits with code 2 (a configuration error it found itself) stops the others."""
+    script = tmp_path / "script.json"
+    script.write_text("{}")
+    log = rostest_util.Log()
+    ln = Launcher("fake", {"brain_script": str(script)}, out=log, grace_s=5)
+    code = "import sys; print('error: profile: bad', flush=True); sys.exit(2)"
+    sleeper = "import time; time.sleep(600)"
+    ln.procs = ln.procs[:2]                  # the controller, and a planner that refuses
+    monkeypatch.setattr(ln, "_argv", lambda spec, tmp: [sys.executable, "-c", code if spec.name == "planner" else sleeper])
+    assert ln.run() == 2
+    text = log.text()
+    assert "[planner] error: profile: bad" in text
+    assert "planner refused to start (its error is above): stopping every node rather than run without it" in text
+    assert "all nodes stopped" in text and not ln.pids()
+
+
+def test_a_node_that_ignores_sigint_and_sigterm_is_killed_after_the_grace(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text("{}")
+    log = rostest_util.Log()
+    ln = Launcher("fake", {"brain_script": str(script)}, out=log, grace_s=0.5)
+    stubborn = ("import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)")
+    ln.procs = ln.procs[:1]
+    ln.procs[0].argv = [sys.executable, "-c", stubborn]
+    ln._start(ln.procs[0])
+    popen = ln.procs[0].popen
+    wait_for(lambda: "[controller] up" in log.text(), timeout=60, what="the stubborn process")
+    ln.shutdown()
+    assert popen.returncode == -signal.SIGKILL
+    text = log.text()
+    assert "controller did not stop in time: SIGTERM" in text and "controller did not stop in time: SIGKILL" in text
+    assert "controller stopped (killed by SIGKILL)" in text and not ln.pids()
+
+
+@pytest.mark.parametrize("role", graph.ROLES)
+def test_node_executables_print_help_and_start_nothing(role):
+    pytest.importorskip("rclpy")
+    p = subprocess.run([sys.executable, "-m", "motormind.ros", role, "--help"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "ROS_DOMAIN_ID": "231"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.startswith(f"usage: python -m motormind.ros {role} [-h] [--ros-args")
+    params = dict(line.split(None, 1) for line in p.stdout.split("parameters (default):\n", 1)[1].splitlines())
+    assert params["profile"] == "'libero_panda'" and params["heartbeat_period_s"] == "0.25"
+    extra = {"controller": "backend", "recorder": "flush_s", "executor": "exit_on_end", "planner": "instruction",
+             "console": "console_port"}.get(role)
+    if extra:
+        assert extra in params
+    assert "ready" not in p.stdout and "recording" not in p.stdout and p.stderr == ""
+    bad = subprocess.run([sys.executable, "-m", "motormind.ros", role, "--bogus"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and bad.stderr.strip().startswith(f"python -m motormind.ros {role}: unknown "
+                                                                   f"argument '--bogus'")

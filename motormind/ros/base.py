@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import sys
 import threading
 import time
 import traceback
@@ -162,7 +163,10 @@ class MotorMindNode(Node):
 
     # -- records and logs -----------------------------------------------------------------------
     def log(self, text: str) -> None:
-        print(text, flush=True)
+        try:
+            print(text, flush=True)
+        except (BrokenPipeError, OSError):   # the launcher that read our output is gone: go on stopping
+            pass
 
     def record(self, kind: str, **data) -> None:
         """The node's record events (roles call this as their recorder): on /motormind/events."""
@@ -341,18 +345,45 @@ class ObservationCache:
             return self.state or state or {}, dict(self.images)
 
 
+SHUTDOWN_GRACE_S = 10.0   # a node still not gone this long after it began to stop ends itself (os._exit)
+
+
+def _shutdown_deadline(grace_s: float) -> None:
+    """A node whose shutdown hangs (a stuck thread, a DDS participant that will not go) ends
+    anyway: this matters when no launcher is left to escalate (``lifeline``)."""
+    def expire():
+        try:
+            print(f"shutdown did not finish within {grace_s:g} s: exiting now", file=sys.stderr, flush=True)
+        except (BrokenPipeError, OSError):
+            pass
+        os._exit(1)
+    t = threading.Timer(grace_s, expire)
+    t.daemon = True
+    t.start()
+
+
 def spin(make_node, argv=None) -> int:
     """Run one node (``make_node()``: its class, or any factory) until SIGINT/SIGTERM; exit code
-    from ``node.exit_code``; 2 when it could not start (its message printed)."""
+    from ``node.exit_code``; 2 when it could not start (its message printed).
+
+    The first SIGINT or SIGTERM asks for an orderly stop (the node's ``close()``: the Controller
+    stops the robot); it also restores the default action of both signals, so a second one ends a
+    node whose shutdown hangs at once. However the node stops, its shutdown (and the interpreter's
+    exit after it) has ``SHUTDOWN_GRACE_S``; then the process ends itself."""
     import signal
     rclpy.init(args=argv)
     node = ex = None
     try:
         node = make_node()
         stop = threading.Event()
+
+        def on_signal(*_):
+            stop.set()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_DFL)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: stop.set())
+                signal.signal(sig, on_signal)
         from rclpy.executors import SingleThreadedExecutor
         ex = SingleThreadedExecutor()          # callbacks only queue work: one thread is enough
         ex.add_node(node)
@@ -363,17 +394,24 @@ def spin(make_node, argv=None) -> int:
     except SystemExit as e:
         msg = e.code if isinstance(e.code, str) else ""
         if msg:
-            print(f"error: {msg}", flush=True)
+            try:
+                print(f"error: {msg}", flush=True)
+            except (BrokenPipeError, OSError):
+                pass
             return 2
         return int(e.code or 0)
     finally:
+        _shutdown_deadline(SHUTDOWN_GRACE_S)
         if ex is not None:
             ex.shutdown(timeout_sec=2.0)
         if node is not None:
             try:
                 node.close()
             except Exception:  # noqa: BLE001
-                traceback.print_exc()
+                try:
+                    traceback.print_exc()
+                except (BrokenPipeError, OSError):
+                    pass
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()

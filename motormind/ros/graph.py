@@ -180,11 +180,34 @@ class NodeSpec:
                 "exit_ends_launch": self.exit_ends_launch}
 
 
+BRAINS = {"sim": ("oracle", "openai", "scripted"), "xarm6": ("openai", "scripted"), "fake": ("scripted", "openai")}
+
+
+def check_args(setup: str, a: dict) -> None:
+    """What would leave a part of the graph running is refused before any node starts: every role
+    node needs a brain that can answer (a role node without one exits, and a Controller whose
+    watchdog never hears an Executor never arms it), the xArm6 needs its address."""
+    if a["brain"] not in BRAINS[setup]:
+        why = " (it reads the simulator's privileged state: simulation only)" if a["brain"] == "oracle" else ""
+        raise ValueError(f"brain: {a['brain']!r} is not one of {' | '.join(BRAINS[setup])} for {setup}{why}")
+    if a["brain"] == "scripted":
+        if not a["brain_script"]:
+            raise ValueError("brain_script: brain:=scripted needs its script, a JSON file {role: [answers]} "
+                             "(brain_script:=FILE)")
+        if not Path(a["brain_script"]).is_file():
+            raise ValueError(f"brain_script: no such file: {a['brain_script']}")
+    if setup == "xarm6" and not a["robot_ip"]:
+        raise ValueError("robot_ip: required for the xArm6 (robot_ip:=192.168.1.222)")
+
+
 def nodes(setup: str, given: dict | None = None) -> tuple[list[NodeSpec], Path]:
-    """The nodes of a setup with their parameter overrides, and the parameter file they all read."""
+    """The nodes of a setup with their parameter overrides, and the parameter file they all read.
+    ValueError (naming the argument) for a launch that could start only a part of the graph."""
     a = resolve_args(setup, given)
+    check_args(setup, a)
     cfg = Path(a["config"]) if a["config"] else params_file()
-    brain = {"brain": a["brain"], "brain_script": a["brain_script"], "vlm": a["vlm"]}
+    script = str(Path(a["brain_script"]).absolute()) if a["brain_script"] else ""
+    brain = {"brain": a["brain"], "brain_script": script, "vlm": a["vlm"]}
     if setup == "sim":
         ctrl = {"backend": "libero", "profile": "libero_panda", "suite": a["suite"], "task": a["task"],
                 "init_state": a["init_state"], "seed": a["seed"], "publish_task": True, "privileged_service": True}

@@ -6,20 +6,30 @@ files make - so both start the same nodes with the same parameters. Each node ru
 -p key:=value ...``, exactly the arguments ``ros2 launch`` gives the installed executable.
 
 * Logs: every line of a node's output is printed prefixed with ``[name]``.
-* Ctrl-C (SIGINT) or SIGTERM: every node gets SIGINT, then SIGTERM after ``grace_s``, then SIGKILL.
+* Ctrl-C (SIGINT) or SIGTERM: every node gets SIGINT, then SIGTERM after ``grace_s``, then SIGKILL
+  after ``KILL_AFTER_S`` more: a node that ignores both is gone within ``grace_s + KILL_AFTER_S``.
+* The launcher dying, even by SIGKILL, stops every node: each node process ties itself to the
+  launcher (``lifeline``: the kernel's parent-death signal, SIGTERM). Nodes are started and
+  restarted only from the thread that runs ``run()``, the thread that signal is tied to.
 * A node that dies is reported with its exit code or signal. A node with ``respawn`` (the
-  Controller) is started again after its delay - and a restarted Controller comes up stopped -
-  unless it exited with code 2 (it refused to start: a configuration error).
+  Controller) is started again after its delay - and a restarted Controller comes up stopped.
+* A node that exits with code 2 refused to start (a configuration error, printed above it): the
+  launch ends with code 2 rather than run a part of the graph (a Controller whose watchdog never
+  arms because no Executor ever starts).
 * A node with ``exit_ends_launch`` (the Executor with exit_on_end) ends the launch when it exits;
   the launch exits with its code.
+* The per-node parameter files live in a temporary directory made by ``run()`` (or ``prepared()``)
+  and removed when it returns; building a ``Launcher`` or describing it (``--dry-run``) writes nothing.
 """
 from __future__ import annotations
 
-import json
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -27,6 +37,10 @@ from pathlib import Path
 import yaml
 
 from . import graph
+from .lifeline import ENV as LAUNCHER_PID_ENV
+
+KILL_AFTER_S = 3.0           # SIGTERM -> SIGKILL
+LAUNCH_DIR = "<launch dir>"  # the temporary directory in a description before run()
 
 
 def overrides_yaml(spec: graph.NodeSpec) -> str:
@@ -77,17 +91,30 @@ class Launcher:
         self.out = out or sys.stdout
         self.grace_s = grace_s
         self.respawn = respawn
-        import tempfile
-        self.tmp = Path(tempfile.mkdtemp(prefix="motormind-launch-"))
-        self.procs = []
-        for sp in self.specs:
-            ov = self.tmp / f"{sp.name}.params.yaml"
-            ov.write_text(overrides_yaml(sp))
-            self.procs.append(Proc(sp, node_argv(sp, self.params_file, ov)))
+        self.tmp: Path | None = None
+        self.procs = [Proc(sp, self._argv(sp, Path(LAUNCH_DIR))) for sp in self.specs]
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.deaths: list[dict] = []
         self.exit_code: int | None = None
+
+    def _argv(self, spec: graph.NodeSpec, tmp: Path) -> list[str]:
+        return node_argv(spec, self.params_file, tmp / f"{spec.name}.params.yaml")
+
+    @contextlib.contextmanager
+    def prepared(self):
+        """The per-node parameter files in a temporary directory, removed on leaving."""
+        self.tmp = Path(tempfile.mkdtemp(prefix="motormind-launch-"))
+        try:
+            for p in self.procs:
+                (self.tmp / f"{p.spec.name}.params.yaml").write_text(overrides_yaml(p.spec))
+                p.argv = self._argv(p.spec, self.tmp)
+            yield self
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+            for p in self.procs:
+                p.argv = self._argv(p.spec, Path(LAUNCH_DIR))
 
     def say(self, text: str, name: str = "launch") -> None:
         with self._lock:
@@ -95,13 +122,16 @@ class Launcher:
 
     def describe(self) -> dict:
         return {"setup": self.setup, "params_file": str(self.params_file),
+                "launch_dir": str(self.tmp) if self.tmp else
+                f"{LAUNCH_DIR}: a temporary directory made at start (each node's params as NAME.params.yaml)",
                 "nodes": [{**p.spec.to_json(), "argv": p.argv} for p in self.procs]}
 
     # -- processes ------------------------------------------------------------------------------
     def _start(self, p: Proc) -> None:
         p.starts += 1
         p.popen = subprocess.Popen(p.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=self.env, start_new_session=True, text=True, errors="replace", bufsize=1)
+                                   env={**self.env, LAUNCHER_PID_ENV: str(os.getpid())}, start_new_session=True,
+                                   text=True, errors="replace", bufsize=1)
         self.say(f"started {p.spec.name} (pid {p.popen.pid}){' again' if p.starts > 1 else ''}")
         p.reader = threading.Thread(target=self._pump, args=(p, p.popen), daemon=True)
         p.reader.start()
@@ -129,15 +159,16 @@ class Launcher:
             for s in old:
                 signal.signal(s, lambda *_: self._stopping.set())
         try:
-            self.say(f"{self.setup}: {len(self.procs)} nodes, parameters {self.params_file}, "
-                     f"ROS_DOMAIN_ID={self.env.get('ROS_DOMAIN_ID', '0')}")
-            for p in self.procs:
-                self._start(p)
-            return self._supervise()
+            with self.prepared():
+                try:
+                    self.say(f"{self.setup}: {len(self.procs)} nodes, parameters {self.params_file}, "
+                             f"ROS_DOMAIN_ID={self.env.get('ROS_DOMAIN_ID', '0')}")
+                    for p in self.procs:
+                        self._start(p)
+                    return self._supervise()
+                finally:
+                    self.shutdown()
         finally:
-            self.shutdown()
-            import shutil
-            shutil.rmtree(self.tmp, ignore_errors=True)
             if threading.current_thread() is threading.main_thread():
                 for s, h in old.items():
                     signal.signal(s, h)
@@ -164,8 +195,11 @@ class Launcher:
                 self.deaths.append({"node": p.spec.name, "code": rc, "t": time.time()})
                 self.say(f"NODE DIED: {p.spec.name} ({self._describe_code(rc)})")
                 if rc == 2:
-                    self.say(f"{p.spec.name} refused to start (a configuration error above): not restarted")
-                elif p.spec.respawn and self.respawn:
+                    self.say(f"{p.spec.name} refused to start (its error is above): stopping every node "
+                             f"rather than run without it")
+                    self.exit_code = 2
+                    return 2
+                if p.spec.respawn and self.respawn:
                     self.say(f"restarting {p.spec.name} in {p.spec.respawn_delay_s:g} s")
                     restart_at[p] = time.monotonic() + p.spec.respawn_delay_s
             time.sleep(0.1)
@@ -194,8 +228,12 @@ class Launcher:
                         os.killpg(p.popen.pid, sig)
                     except ProcessLookupError:
                         pass
-            t_end = time.monotonic() + 3.0
+            t_end = time.monotonic() + KILL_AFTER_S
         for p in live:
+            try:
+                p.popen.wait(timeout=KILL_AFTER_S)     # reaped, and its end reported
+            except subprocess.TimeoutExpired:
+                self.say(f"{p.spec.name} (pid {p.popen.pid}) did not end after SIGKILL")
             if p.reader:
                 p.reader.join(timeout=2)
             rc = p.popen.returncode
@@ -204,7 +242,3 @@ class Launcher:
             p.popen = None
         if live:
             self.say("all nodes stopped")
-
-
-def dry_run(setup: str, args: dict) -> str:
-    return json.dumps(Launcher(setup, args).describe(), indent=2)

@@ -1,5 +1,10 @@
 """Entry points of the node executables (installed as ``motormind-<role>``, under lib/motormind in
-a ROS 2 workspace) and of ``python -m motormind.ros <role>``."""
+a ROS 2 workspace) and of ``python -m motormind.ros <role>``.
+
+Arguments before ``--ros-args`` are the executable's own: ``-h`` / ``--help`` prints the node's
+parameters and exits without starting it (no ROS context, no robot, no simulation); anything else
+is refused. ROS arguments (``--ros-args -p name:=value --params-file FILE ...``) go to rclpy.
+"""
 from __future__ import annotations
 
 import sys
@@ -7,19 +12,64 @@ import sys
 from .graph import ROLES
 
 
-def run(role: str) -> int:
-    if role == "console":                     # not a plain node: it also serves the console's web page
-        from .console_node import main as console_main
-        return console_main()
-    if role == "controller":
+def node_class(role: str):
+    """The node class of ``role`` (importing it starts nothing)."""
+    if role == "console":
+        from .console_node import ConsoleNode as cls
+    elif role == "controller":
         from .controller_node import ControllerNode as cls
     elif role == "recorder":
         from .recorder_node import RecorderNode as cls
     else:
         from .role_nodes import NODES
         cls = NODES[role]
+    return cls
+
+
+def node_params(role: str) -> dict:
+    """The parameters the node of ``role`` declares, with their defaults."""
+    from .base import COMMON_PARAMS
+    if role == "console":
+        from .console_node import CONSOLE_PARAMS
+        return {**COMMON_PARAMS, **CONSOLE_PARAMS}
+    return {**COMMON_PARAMS, **node_class(role).extra_params}
+
+
+def help_text(role: str, prog: str) -> str:
+    doc = (sys.modules[node_class(role).__module__].__doc__ or "").strip().split("\n\n")[0]
+    lines = [f"usage: {prog} [-h] [--ros-args [-r __ns:=/motormind] [--params-file FILE] [-p name:=value ...]]", "",
+             doc, "",
+             "Started with the others by `motormind launch sim|xarm6|fake` or `ros2 launch motormind sim.launch.py`;",
+             "parameters come from configs/ros/motormind.yaml (share/motormind/config/motormind.yaml) and -p.", "",
+             "parameters (default):"]
+    params = node_params(role)
+    width = max(len(k) for k in params)
+    lines += [f"  {k:<{width}}  {v!r}" for k, v in sorted(params.items())]
+    return "\n".join(lines)
+
+
+def run(role: str, args: list[str] | None = None, prog: str | None = None) -> int:
+    """Run the node of ``role``; ``args`` are the executable's own arguments (default: those of
+    ``sys.argv`` before ``--ros-args``)."""
+    prog = prog or f"motormind-{role}"
+    if args is None:
+        args = sys.argv[1:]
+    if "--ros-args" in args:
+        args = args[:args.index("--ros-args")]
+    if "-h" in args or "--help" in args:
+        print(help_text(role, prog))
+        return 0
+    if args:
+        print(f"{prog}: unknown argument {args[0]!r} (node parameters go after --ros-args: -p name:=value; "
+              f"--help lists them)", file=sys.stderr)
+        return 2
+    from .lifeline import follow_launcher
+    follow_launcher()                         # started by `motormind launch`: end with it
+    if role == "console":                     # not a plain node: it also serves the console's web page
+        from .console_node import main as console_main
+        return console_main()
     from .base import spin
-    return spin(cls)
+    return spin(node_class(role))
 
 
 def _entry(role: str):
@@ -42,6 +92,6 @@ console = _entry("console")
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ROLES:
-        print(f"usage: python -m motormind.ros {{{','.join(ROLES)}}} [--ros-args ...]", file=sys.stderr)
+        print(f"usage: python -m motormind.ros {{{','.join(ROLES)}}} [-h] [--ros-args ...]", file=sys.stderr)
         return 2
-    return run(argv[0])
+    return run(argv[0], argv[1:], prog=f"python -m motormind.ros {argv[0]}")

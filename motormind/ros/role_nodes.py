@@ -21,7 +21,7 @@ from ..roles.memory import Memory
 from ..roles.monitor import Monitor
 from ..roles.planner import Planner
 from ..roles.verifier import Verifier
-from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain, spin
+from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain
 from .operator_proxy import OperatorProxy
 
 
@@ -459,9 +459,3 @@ class MemoryNode(RoleNode):
 
 NODES = {"planner": PlannerNode, "executor": ExecutorNode, "verifier": VerifierNode, "monitor": MonitorNode,
          "memory": MemoryNode}
-
-
-def main_for(role: str):
-    def main(argv=None) -> int:
-        return spin(NODES[role])
-    return main

@@ -1,0 +1,59 @@
+"""A node process's tie to the ``motormind launch`` process that started it (pure Python, no rclpy).
+
+The launcher puts its pid in every node's environment (``MOTORMIND_LAUNCHER_PID``). A node
+process calls ``follow_launcher()`` first thing: from then on the node gets SIGTERM when the
+launcher dies, however it dies (``kill -9`` included), so no node outlives its launch. SIGTERM is
+a node's ordinary stop (``base.spin``): the Controller stops the robot and removes its restart
+marker, and a node whose shutdown hangs ends itself after ``base.SHUTDOWN_GRACE_S``.
+
+On Linux the kernel sends the signal: ``prctl(PR_SET_PDEATHSIG, SIGTERM)``, which fires when the
+*thread* that started the child ends, so the launcher starts (and restarts) every node from the one
+thread that supervises them. Elsewhere a daemon thread watches the parent pid twice a second.
+A node started by ``ros2 launch`` (no such variable) is left to ``ros2 launch``.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+ENV = "MOTORMIND_LAUNCHER_PID"
+_PR_SET_PDEATHSIG = 1          # linux/prctl.h
+
+
+def _parent_death_signal(sig: int) -> bool:
+    """Ask the kernel for ``sig`` when the parent dies (Linux); False where that is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int, period_s: float = 0.5) -> None:
+    while os.getppid() == parent:
+        threading.Event().wait(period_s)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def follow_launcher(env=None) -> int | None:
+    """Tie this process to the launcher named in ``env`` (default ``os.environ``). Returns the
+    launcher's pid, or None when no launcher started this process. A launcher that is already
+    gone ends this process at once (exit code 1), before it starts a node."""
+    value = (os.environ if env is None else env).get(ENV, "")
+    try:
+        parent = int(value)
+    except ValueError:
+        return None
+    if parent <= 1:
+        return None
+    if not _parent_death_signal(signal.SIGTERM):
+        threading.Thread(target=_watch_parent, args=(parent,), name="motormind-lifeline", daemon=True).start()
+    if os.getppid() != parent:         # it died before the tie was made: the signal will never come
+        print(f"the launcher (pid {parent}) is gone: not starting", file=sys.stderr, flush=True)
+        raise SystemExit(1)
+    return parent

@@ -1,0 +1,137 @@
+"""Crashes around `motormind launch fake` over DDS: the recorder killed by SIGKILL mid-episode keeps
+what it had written (the MCAP file is written as it goes), and `kill -9` of the launcher leaves no
+node running and no Controller restart marker behind (every node follows its launcher)."""
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import yaml
+
+pytest.importorskip("rclpy")
+pytest.importorskip("mcap_ros2")
+
+from motormind.mcap_record import is_complete, read_messages, recover  # noqa: E402
+from motormind.ros import graph  # noqa: E402
+from motormind.ros.launcher import Launcher  # noqa: E402
+from motormind.ros.probe import Probe  # noqa: E402
+from rostest_util import Log, kill_nodes  # noqa: E402
+from waiting import wait_for  # noqa: E402
+
+PLAN = {"schema_version": 1, "subgoals": [{"id": "s1", "description": "sweep", "success_criterion": "swept"}]}
+# 100 mm moves take 0.5 s each on the real-time fake: eight of them keep the episode going for 4 s
+SWEEP = {"commands": [{"op": "move", "direction": d, "distance_mm": 100} for d in ("left", "right") * 4]}
+
+
+def _domain(tag: str) -> int:
+    return random.Random(f"{tag}{os.getpid()}{time.time()}").randint(1, 99) + 130
+
+
+def _script(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"planner": [PLAN], "executor": [SWEEP]}))
+    return script
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie left to its new parent does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _strings(path, topic):
+    return [json.loads(m.data) for t, _, m, _ in read_messages(path) if t == f"/motormind/{topic}"]
+
+
+def test_a_recorder_killed_mid_episode_keeps_what_it_had_recorded(tmp_path):
+    mcap = tmp_path / "episode.mcap"
+    domain = _domain("rec")
+    log = Log()
+    launcher = Launcher("fake", {"brain_script": str(_script(tmp_path)), "instruction": "sweep left and right",
+                                 "record": str(mcap)},
+                        env={**graph.ros_env(domain), "ROS_HOME": str(tmp_path / "ros")}, out=log, grace_s=5)
+    t = threading.Thread(target=launcher.run, daemon=True)
+    probe = Probe(domain_id=domain)
+    t.start()
+    try:
+        probe.wait_for("progress", lambda m: m.get("event") == "command_start" and m.get("batch_id") == "b1",
+                       timeout=90)
+        # on disk while the episode runs, with no close: the plan, the batch and its first command's start
+        wait_for(lambda: mcap.exists() and any(c.get("batch_id") == "b1" for c in _strings(mcap, "commands"))
+                 and any(e.get("event") == "command_start" and e.get("batch_id") == "b1"
+                         for e in _strings(mcap, "progress")), timeout=30, what="the episode so far in the file")
+        on_disk = len(list(read_messages(mcap)))
+        pid = launcher.pids()["recorder"]
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: "NODE DIED: recorder (killed by SIGKILL)" in log.text(), timeout=30, what="the recorder's death")
+        rep = probe.wait_for("report", lambda m: m.get("batch_id") == "b1", timeout=30)    # the episode goes on
+        assert rep["status"] in ("done", "cancelled"), rep
+    finally:
+        probe.close()
+        launcher.stop()
+        t.join(timeout=30)
+        print(log.text()[-4000:])
+    assert not t.is_alive() and not launcher.pids()
+
+    assert not is_complete(mcap)                       # no summary, no footer: it was killed
+    msgs = list(read_messages(mcap))
+    assert len(msgs) >= on_disk                        # nothing that was on disk is lost
+    assert _strings(mcap, "plan")[0]["subgoals"][0]["id"] == "s1"
+    assert [c["batch_id"] for c in _strings(mcap, "commands")] == ["b1"]
+    assert _strings(mcap, "commands")[0]["commands"] == SWEEP["commands"]
+    assert any(e.get("kind") == "vlm_call" for e in _strings(mcap, "events"))
+    assert {t for t, _, _, _ in msgs} >= {"/motormind/plan", "/motormind/commands", "/motormind/progress",
+                                          "/motormind/state", "/motormind/eef_pose", "/motormind/events"}
+    r = recover(mcap, tmp_path / "recovered.mcap")
+    assert r["messages"] == len(msgs) and not r["complete"]
+    from mcap.reader import make_reader               # the standard indexed reader opens the recovered copy
+    with open(tmp_path / "recovered.mcap", "rb") as fh:
+        assert make_reader(fh).get_summary().statistics.message_count == len(msgs)
+
+
+def test_kill_9_of_the_launcher_leaves_no_node_and_no_restart_marker(tmp_path):
+    domain = _domain("k9")
+    ros_home = tmp_path / "ros"
+    cfg = yaml.safe_load(graph.params_file().read_text())
+    cfg["/motormind/controller"]["ros__parameters"]["watchdog_nodes"] = ["executor"]
+    cfg_file = tmp_path / "motormind.yaml"
+    cfg_file.write_text(yaml.safe_dump(cfg))
+    p = subprocess.Popen([sys.executable, "-m", "motormind.cli", "launch", "fake", f"brain_script:={_script(tmp_path)}",
+                          "instruction:=sweep left and right", f"config:={cfg_file}", f"record:={tmp_path / 'k.mcap'}",
+                          "--domain-id", str(domain)],
+                         env={**os.environ, "ROS_HOME": str(ros_home)}, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: list = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader.start()
+    probe = Probe(domain_id=domain)
+    pids: dict = {}
+    try:
+        probe.wait_for("progress", lambda m: m.get("event") == "command_start" and m.get("batch_id") == "b1",
+                       timeout=90)
+        pids = {m.group(1): int(m.group(2)) for m in re.finditer(r"started (\S+) \(pid (\d+)\)", "".join(lines))}
+        assert set(pids) == {"controller", "planner", "executor", "verifier", "monitor", "memory", "recorder"}
+        marker = ros_home / "motormind" / f"controller-domain{domain}.running"
+        assert marker.is_file() and marker.read_text().split()[0] == str(pids["controller"])
+        os.kill(p.pid, signal.SIGKILL)                 # mid-batch: no chance to stop anything itself
+        p.wait(timeout=30)
+        wait_for(lambda: not any(_alive(pid) for pid in pids.values()), timeout=60,
+                 what=f"every node to end after its launcher; alive: {[n for n, q in pids.items() if _alive(q)]}")
+        assert not marker.exists()                     # the Controller stopped in order: the next start is clean
+    finally:
+        probe.close()
+        if p.poll() is None:
+            p.kill()
+        reader.join(timeout=10)
+        kill_nodes("".join(lines))                     # only if the test failed: nothing is left behind
+        print("".join(lines)[-4000:])
+    assert p.returncode == -signal.SIGKILL
