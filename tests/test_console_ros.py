@@ -160,7 +160,10 @@ def test_a_jog_goes_through_the_controllers_validation(console):
     done = pr.wait_for("report", lambda m: m.get("batch_id") == out["batch_id"], timeout=20)
     assert done["status"] == "done" and abs(done["results"][0]["achieved"]["translation_mm"][2] - 20) < 1.0
     c.wait(lambda s: abs(s["measured"]["eef_pos_mm"][2] - (z0 + 20)) < 1.0, 10, "the measured pose after the jog")
-    b = next(b for b in c.state()["batches"] if b["batch_id"] == out["batch_id"])
+    # the console hears the report on its own subscription, in no fixed order with the pose: wait for it
+    st = c.wait(lambda s: any(b["batch_id"] == out["batch_id"] and b["status"] == "done" for b in s["batches"]),
+                10, "the console's record of the jog's report")
+    b = next(b for b in st["batches"] if b["batch_id"] == out["batch_id"])
     assert b["status"] == "done" and b["source"] == "operator jog (tester)"
 
 
@@ -231,7 +234,10 @@ def test_instruction_approval_and_verifier_takeover_across_processes(console):
     end = pr.wait_for("episode", lambda m: m.get("event") == "end", timeout=20)
     assert end["result"]["success"] and end["result"]["outcome"] == "success"
 
-    st = c.wait(lambda s: s["episode"].get("status") == "ended", 10, "the episode's end")
+    # the end (Executor), the report (Controller) and the verdict (Verifier) reach the console in no fixed order
+    st = c.wait(lambda s: s["episode"].get("status") == "ended" and s["verdicts"] and
+                {b["batch_id"]: b["status"] for b in s["batches"]}.get("b2") == "done", 10,
+                "the episode's end, b2's report and its verdict")
     timeline = "\n".join(f"{e['t']} {e['kind']} {e['text'][:90]}" for e in st["timeline"])
     assert st["plan"] and st["plan"][0]["id"] == "s1" and st["plan"][0]["status"] == "achieved", timeline
     assert [b["status"] for b in st["batches"] if b["batch_id"] in ("b1", "b2")] == ["done", "rejected"], timeline

@@ -31,6 +31,10 @@ from ..mcap_record import image_msg, joint_state_msg, pose_msg
 from .base import MotorMindNode, msg_type, spin
 
 
+WATCHDOG_PERIOD_S = 0.1    # how often the watchdog looks
+WATCHDOG_LATE_S = 0.5      # a look later than this after the last one: this node was not listening
+
+
 def _restart_marker(state_dir: str) -> Path:
     root = Path(state_dir) if state_dir else Path(os.environ.get("ROS_HOME", Path.home() / ".ros")) / "motormind"
     dom = os.environ.get("ROS_DOMAIN_ID", "0")
@@ -93,6 +97,7 @@ class ControllerNode(MotorMindNode):
         self._queue: queue.Queue = queue.Queue()
         self._tokens: dict[str, CancelToken] = {}
         self._early_cancels: dict[str, tuple] = {}
+        self._running = ""                       # the batch the worker runs now
         self._tok_lock = threading.Lock()
         self._estop_held = False
         self._heard: dict[str, float] = {}
@@ -108,22 +113,19 @@ class ControllerNode(MotorMindNode):
         self.listen("heartbeat", self._on_heartbeat)
         self.create_service(Trigger, self.full("reset"), self._srv_reset)
         self.create_service(Trigger, self.full("stop"), self._srv_stop)
-        rate = float(self.p("state_rate_hz"))
-        if rate > 0:
-            self.create_timer(1.0 / rate, self._publish_state)
-        irate = float(self.p("image_rate_hz"))
-        if irate > 0:
-            self.create_timer(1.0 / irate, self._publish_images)
         self._last_images: list = []
         if float(self.p("image_repeat_s")) > 0:
             self.create_timer(float(self.p("image_repeat_s")), self._repeat_images)
-        self.create_timer(0.1, self._watchdog)
+        self._wd_tick = time.monotonic()
+        self.create_timer(WATCHDOG_PERIOD_S, self._watchdog)
         if self.p("privileged_service") and hasattr(self.robot, "scene"):
             self._priv_q: queue.Queue = queue.Queue()
             self.listen("privileged/request", self._on_priv_request)
             threading.Thread(target=self._priv_loop, name="motormind-privileged", daemon=True).start()
         self._batch_thread = threading.Thread(target=self._batch_loop, name="motormind-batches", daemon=True)
         self._batch_thread.start()
+        self._closing = threading.Event()
+        threading.Thread(target=self._sensor_loop, name="motormind-sensors", daemon=True).start()
         if restarted:
             self.controller.emergency_stop(restarted)
             threading.Thread(target=self._notice_when_heard, args=("stopped", restarted, "controller"),
@@ -166,27 +168,37 @@ class ControllerNode(MotorMindNode):
         self._queue.put((batch, tok))
 
     def _on_cancel(self, msg: dict) -> None:
+        """A batch id cancels that batch: at its next action boundary if it runs, before its first
+        command if it is queued, on arrival if the cancel overtook it. ``""`` or ``"*"`` cancels
+        every batch the Controller holds when the cancel arrives, the running one and the queued
+        ones alike (a stop of "what you are doing" must not let the next queued batch start
+        moving); a batch that arrives later is not affected (docs/ros2.md, "cancel")."""
         bid = str(msg.get("batch_id", "") or "")
         reason = str(msg.get("reason", "") or "cancel requested")
         source = str(msg.get("source", "") or "operator")
+        every = bid in ("", "*")
         with self._tok_lock:
-            targets = list(self._tokens.values()) if bid in ("", "*") else (
-                [self._tokens[bid]] if bid in self._tokens else [])
-            if not targets and bid not in ("", "*"):
+            targets = dict(self._tokens) if every else ({bid: self._tokens[bid]} if bid in self._tokens else {})
+            if not targets and not every:
                 self._early_cancels[bid] = (reason, source)     # a cancel may overtake its batch
                 while len(self._early_cancels) > 64:
                     self._early_cancels.pop(next(iter(self._early_cancels)))
-        for t in targets:
+        for t in targets.values():
             t.cancel(reason, source)
         if targets:
-            self.log(f"cancel {bid or '(current)'} from {source}: {reason}")
+            self.log(f"cancel {bid or '(all)'} from {source}: {', '.join(targets)}: {reason}")
+
+    def _queued(self) -> list[str]:
+        """The ids of the batches that arrived and have not started (in arrival order)."""
+        with self._tok_lock:
+            return [b for b in self._tokens if b != self._running]
 
     def _on_estop(self, msg) -> None:
         self._estop_held = bool(msg.data)
         if msg.data and not self.controller.estopped:
             self.controller.emergency_stop("estop topic")
             self.log("EMERGENCY STOP (estop topic)")
-            self._notice("stopped", "emergency stop (estop topic)", "estop")
+            self.worker.put(self._notice, "stopped", "emergency stop (estop topic)", "estop")
 
     def _on_pause(self, msg) -> None:
         """The operator's pause (latched Bool): hold at the next action boundary until false."""
@@ -199,7 +211,14 @@ class ControllerNode(MotorMindNode):
         self._heard[str(msg.get("node", ""))] = time.monotonic()
 
     def _watchdog(self) -> None:
+        """Runs on the executor thread with the heartbeat callbacks. A tick that comes late means
+        this thread was not listening (the process starved, a long callback): the heartbeats that
+        came meanwhile wait behind this tick, so it does not judge; the next one, after them, does.
+        Silence is counted only while the Controller listened."""
         now = time.monotonic()
+        late, self._wd_tick = now - self._wd_tick > WATCHDOG_LATE_S, now
+        if late:
+            return
         for n in self._wd_nodes:
             t = self._heard.get(n)
             if t is None or n in self._tripped:
@@ -209,11 +228,11 @@ class ControllerNode(MotorMindNode):
                 why = f"watchdog: {n} silent for {now - t:.1f} s (timeout {self._wd_timeout:g} s)"
                 self.controller.emergency_stop(why)
                 self.log(f"STOP - {why}")
-                self._notice("stopped", why, "watchdog")
+                self.worker.put(self._notice, "stopped", why, "watchdog")
 
     def _srv_stop(self, _req, resp):
         self.controller.emergency_stop("stop service")
-        self._notice("stopped", "stop service", "operator")
+        self.worker.put(self._notice, "stopped", "stop service", "operator")
         resp.success, resp.message = True, "stopped (latched until reset)"
         return resp
 
@@ -225,8 +244,8 @@ class ControllerNode(MotorMindNode):
         for n in self._tripped:
             self._heard.pop(n, None)          # re-armed when heard again
         self._tripped.clear()
-        self._notice("ready", "reset", "operator")
-        self._idle()
+        self.worker.put(self._notice, "ready", "reset", "operator")
+        self.worker.put(self._idle)
         resp.success, resp.message = True, "ready"
         return resp
 
@@ -255,8 +274,8 @@ class ControllerNode(MotorMindNode):
             time.sleep(0.1)
 
     def _on_event(self, kind: str, data: dict) -> None:
-        if kind == "command_start":
-            self.send("progress", {"event": kind, **data})
+        if kind == "command_start":               # with the batches waiting behind this one
+            self.send("progress", {"event": kind, **data, "queued": self._queued()})
         elif kind == "command_end":
             self.send("progress", {"event": kind, **data, "state": self.robot.observe().state_dict()})
         elif kind in ("pause", "resume", "held"):     # the operator's hold, for the console and the record
@@ -273,6 +292,26 @@ class ControllerNode(MotorMindNode):
                                    "cameras": self.cameras()})
         except Exception as e:  # noqa: BLE001
             self.log(f"observe failed: {e}")
+
+    def _sensor_loop(self) -> None:
+        """State at state_rate_hz and images at image_rate_hz, on a thread of their own: reading the
+        robot may wait for the batch thread (the simulator's lock), and the executor thread, which
+        takes e-stops, cancels and heartbeats, must never wait for it."""
+        periods = {}
+        if float(self.p("state_rate_hz")) > 0:
+            periods[self._publish_state] = 1.0 / float(self.p("state_rate_hz"))
+        if float(self.p("image_rate_hz")) > 0:
+            periods[self._publish_images] = 1.0 / float(self.p("image_rate_hz"))
+        due = {fn: time.monotonic() for fn in periods}
+        while periods and not self._closing.is_set():
+            fn = min(due, key=due.get)
+            if self._closing.wait(max(0.0, due[fn] - time.monotonic())):
+                return
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - a failed read is logged; the next one may work
+                self.log(f"{fn.__name__} failed: {e}")
+            due[fn] = max(due[fn] + periods[fn], time.monotonic())
 
     def _publish_state(self) -> None:
         try:
@@ -329,6 +368,8 @@ class ControllerNode(MotorMindNode):
                 return
             batch, tok = item
             bid = str(batch.get("batch_id", ""))
+            with self._tok_lock:
+                self._running = bid
             try:
                 jog = batch.get("source") == "operator"     # the console's jog: runs while paused
                 rep: Report = self.controller.run(batch, tok, source="operator" if jog else "executor", hold=not jog)
@@ -342,6 +383,7 @@ class ControllerNode(MotorMindNode):
             finally:
                 with self._tok_lock:
                     self._tokens.pop(bid, None)
+                    self._running = ""
             self._publish_images()           # images after the batch go out before its report
             self._idle()
             self.send("report", d)
@@ -382,6 +424,7 @@ class ControllerNode(MotorMindNode):
             self.send("privileged/response", out)
 
     def close(self) -> None:
+        self._closing.set()
         self._queue.put(None)
         try:
             self.robot.stop()
