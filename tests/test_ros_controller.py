@@ -51,8 +51,26 @@ def controller(tmp_path_factory):
         sys.stdout.write((tmp / "log").read_text()[-3000:])
 
 
+def _centre(pr) -> None:
+    """A cancel or an e-stop leaves the arm where it stopped (MOVES sweep along y): move back to
+    y = 0, measured by the last report, so that each test starts in the middle of the workspace."""
+    done = [r for r in pr.msgs["report"] if r.get("batch_id") and r.get("end_state")]
+    y = done[-1]["end_state"]["eef_pos_mm"][1] if done else 0.0
+    steps = []
+    while abs(y) >= 0.5:
+        d = max(-100.0, min(100.0, -y))
+        steps.append({"op": "move", "direction": "left" if d > 0 else "right", "distance_mm": abs(round(d, 1))})
+        y += d
+    if steps:
+        bid = f"centre{len(pr.msgs['report'])}"
+        pr.send("commands", {"batch_id": bid, "subgoal_id": "s1", "commands": steps})
+        rep = pr.wait_for("report", lambda m: m.get("batch_id") == bid, timeout=30)
+        assert rep["status"] == "done", rep
+
+
 def test_cancel_mid_batch_is_honoured_at_the_next_action_boundary(controller):
     pr = controller
+    _centre(pr)
     pr.send("commands", {"batch_id": "c1", "subgoal_id": "s1", "commands": MOVES})
     pr.wait_for("progress", lambda m: m.get("event") == "command_end" and m.get("batch_id") == "c1", timeout=20)
     pr.send("cancel", {"batch_id": "c1", "reason": "test: wrong object", "source": "operator"})
@@ -73,6 +91,7 @@ def test_a_cancel_without_a_batch_id_cancels_the_running_and_the_queued_batches(
     one at its next action boundary and the queued ones before their first command; a batch that
     comes later runs."""
     pr = controller
+    _centre(pr)
     ids = [f"w{'star' if wildcard else 'empty'}{i}" for i in (1, 2, 3)]
     n0 = len(pr.msgs["report"])
     for bid in ids:
@@ -95,6 +114,7 @@ def test_a_cancel_without_a_batch_id_cancels_the_running_and_the_queued_batches(
 
 def test_estop_stops_motion_mid_command_and_latches(controller):
     pr = controller
+    _centre(pr)
     n0 = len(pr.msgs["report"])
     pr.send("commands", {"batch_id": "e1", "subgoal_id": "s1", "commands": MOVES})
     pr.wait_for("progress", lambda m: m.get("event") == "command_end" and m.get("batch_id") == "e1"
