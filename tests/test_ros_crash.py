@@ -86,8 +86,12 @@ def test_a_recorder_killed_mid_episode_keeps_what_it_had_recorded(tmp_path):
     msgs = list(read_messages(mcap))
     assert len(msgs) >= on_disk                        # nothing that was on disk is lost
     assert _strings(mcap, "plan")[0]["subgoals"][0]["id"] == "s1"
-    assert [c["batch_id"] for c in _strings(mcap, "commands")] == ["b1"]
-    assert _strings(mcap, "commands")[0]["commands"] == SWEEP["commands"]
+    # from the start (the episode waited for the recorder) to the kill: b1, as the probe saw it
+    recorded = _strings(mcap, "commands")
+    assert recorded and recorded[0]["batch_id"] == "b1", [c["batch_id"] for c in recorded]
+    sent = {c["batch_id"]: c for c in probe.msgs["commands"]}
+    assert all(c == sent[c["batch_id"]] for c in recorded if c["batch_id"] in sent)
+    assert recorded[0]["commands"] == SWEEP["commands"]
     assert any(e.get("kind") == "vlm_call" for e in _strings(mcap, "events"))
     assert {t for t, _, _, _ in msgs} >= {"/motormind/plan", "/motormind/commands", "/motormind/progress",
                                           "/motormind/state", "/motormind/eef_pose", "/motormind/events"}
@@ -126,7 +130,12 @@ def test_kill_9_of_the_launcher_leaves_no_node_and_no_restart_marker(tmp_path):
         p.wait(timeout=30)
         wait_for(lambda: not any(_alive(pid) for pid in pids.values()), timeout=60,
                  what=f"every node to end after its launcher; alive: {[n for n, q in pids.items() if _alive(q)]}")
-        assert not marker.exists()                     # the Controller stopped in order: the next start is clean
+        # what each node printed once its launcher's pipe was gone
+        logs = {n: ros_home / "log" / "motormind" / f"{n}-{q}.log" for n, q in pids.items()}
+        text = {n: f.read_text() if f.exists() else "(no log)" for n, f in logs.items()}
+        assert not marker.exists(), text               # the Controller stopped in order: the next start is clean
+        for n in pids:
+            assert f"the launcher (pid {p.pid}) is gone: {n} stops" in text[n], text[n]
     finally:
         probe.close()
         if p.poll() is None:

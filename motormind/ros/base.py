@@ -22,6 +22,7 @@ from ..components import EpisodeConfig
 from ..mcap_record import dumps
 from ..profile import load_profile
 from . import graph
+from .lifeline import keep_output
 
 COMMON_PARAMS = {
     "profile": "libero_panda", "brain": "oracle", "vlm": "openai", "brain_script": "",
@@ -381,6 +382,7 @@ def spin(make_node, argv=None) -> int:
             stop.set()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, signal.SIG_DFL)
+            keep_output(node.get_name())       # the launcher died: its pipe is gone, the shutdown is logged
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, on_signal)

@@ -122,9 +122,9 @@ class ControllerNode(MotorMindNode):
             self._priv_q: queue.Queue = queue.Queue()
             self.listen("privileged/request", self._on_priv_request)
             threading.Thread(target=self._priv_loop, name="motormind-privileged", daemon=True).start()
+        self._closing = threading.Event()
         self._batch_thread = threading.Thread(target=self._batch_loop, name="motormind-batches", daemon=True)
         self._batch_thread.start()
-        self._closing = threading.Event()
         threading.Thread(target=self._sensor_loop, name="motormind-sensors", daemon=True).start()
         if restarted:
             self.controller.emergency_stop(restarted)
@@ -384,9 +384,15 @@ class ControllerNode(MotorMindNode):
                 with self._tok_lock:
                     self._tokens.pop(bid, None)
                     self._running = ""
-            self._publish_images()           # images after the batch go out before its report
-            self._idle()
-            self.send("report", d)
+            try:
+                self._publish_images()       # images after the batch go out before its report
+                self._idle()
+                self.send("report", d)
+            except Exception:  # noqa: BLE001 - publishing fails once the node is being destroyed
+                if not self._closing.is_set():
+                    raise
+                self.log(f"{bid} {d['status']} (not published: the node is stopping)")
+                return
             self.log(f"{bid} {d['status']}" + (f" - {d['reason']}" if d.get("reason") else ""))
 
     # -- the privileged channel (simulation, evaluator only) ------------------------------------------

@@ -57,6 +57,11 @@ TOPICS = {t.name: t for t in [
           "Executor/Verifier -> console: a batch to approve, a taken-over role's question"),
     Topic("console/response", "std_msgs/msg/String", True, False, 10, "console -> Executor/Verifier: the answers"),
 ]}
+# what the recorder writes (record:=FILE): every topic but the liveness beat and the evaluator's channel
+NOT_RECORDED = ("heartbeat", "privileged/request", "privileged/response")
+RECORDED = tuple(n for n in TOPICS if n not in NOT_RECORDED)
+RECORDER_WAIT_S = 30.0     # with record:=FILE the episode starts once the recorder listens, or after this
+
 IMAGE_TOPIC = Topic("camera/{name}/image", "sensor_msgs/msg/Image", False, False, 1,
                     "camera images; best effort (a late frame is useless); the Controller repeats the last "
                     "frames every image_repeat_s for late joiners (best effort cannot be latched)")
@@ -225,6 +230,8 @@ def nodes(setup: str, given: dict | None = None) -> tuple[list[NodeSpec], Path]:
         common = {**brain, "profile": "fake"}
         executor = {"privileged_evaluator": False, "exit_on_end": a["exit_on_end"]}
         planner = {"instruction": a["instruction"]}
+    # with record:=FILE the episode waits for the recorder (role_nodes.RoleNode.await_recorder)
+    planner["wait_for_recorder_s"] = executor["wait_for_recorder_s"] = RECORDER_WAIT_S if a["record"] else 0.0
     out = [
         # the only node that owns the robot; a restarted Controller comes up stopped (docs/ros2.md)
         NodeSpec("controller", "controller", {**ctrl, "profile": common["profile"]}, respawn=True),

@@ -10,6 +10,9 @@ On Linux the kernel sends the signal: ``prctl(PR_SET_PDEATHSIG, SIGTERM)``, whic
 *thread* that started the child ends, so the launcher starts (and restarts) every node from the one
 thread that supervises them. Elsewhere a daemon thread watches the parent pid twice a second.
 A node started by ``ros2 launch`` (no such variable) is left to ``ros2 launch``.
+
+A node whose launcher is gone has lost the pipe its output went to: ``keep_output()`` sends what
+it prints from then on (its shutdown) to ``$ROS_HOME/log/motormind/NAME-PID.log``.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 ENV = "MOTORMIND_LAUNCHER_PID"
 _PR_SET_PDEATHSIG = 1          # linux/prctl.h
@@ -57,3 +61,33 @@ def follow_launcher(env=None) -> int | None:
         print(f"the launcher (pid {parent}) is gone: not starting", file=sys.stderr, flush=True)
         raise SystemExit(1)
     return parent
+
+
+def orphaned(env=None) -> bool:
+    """True when the launcher that started this process is no longer its parent."""
+    value = (os.environ if env is None else env).get(ENV, "")
+    return value.isdigit() and int(value) > 1 and os.getppid() != int(value)
+
+
+def keep_output(name: str, env=None) -> Path | None:
+    """If the launcher is gone, point this process's stdout and stderr at a log file (returned)."""
+    env = os.environ if env is None else env
+    if not orphaned(env):
+        return None
+    root = Path(env.get("ROS_HOME") or Path.home() / ".ros") / "log" / "motormind"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / f"{name}-{os.getpid()}.log"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    print(f"the launcher (pid {env.get(ENV)}) is gone: {name} stops; its output continues here", flush=True)
+    return path

@@ -11,8 +11,6 @@ from ..mcap_record import FLUSH_S, McapRecorder
 from . import graph
 from .base import MotorMindNode, msg_type, qos, spin
 
-SKIP = {"heartbeat", "privileged/request", "privileged/response"}
-
 
 class RecorderNode(MotorMindNode):
     role = "recorder"
@@ -30,9 +28,8 @@ class RecorderNode(MotorMindNode):
         except (OSError, ValueError) as e:
             raise SystemExit(f"path: cannot record to {path}: {e}") from None
         self._topics: set = set()
-        for name in graph.TOPICS:
-            if name not in SKIP:
-                self._record(name)
+        for name in graph.RECORDED:
+            self._record(name)
         self.create_timer(0.5, self._discover)
         self.log(f"recording to {path} (on disk every {self.mcap.flush_s:g} s)")
 

@@ -21,6 +21,7 @@ from ..roles.memory import Memory
 from ..roles.monitor import Monitor
 from ..roles.planner import Planner
 from ..roles.verifier import Verifier
+from . import graph
 from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain
 from .operator_proxy import OperatorProxy
 
@@ -34,6 +35,7 @@ class RoleNode(MotorMindNode):
         self.rpc = RemoteCall(self) if self.p("brain") == "oracle" or self.needs_rpc() else None
         self.brain = make_brain(self, self.rpc)
         self.closing = False
+        self._recorder_seen = False
         self.operator: OperatorProxy | None = None
         if self.role in TAKEOVER_ROLES:      # the console may take this role over (and approve batches)
             self.operator = OperatorProxy(self, on_pause=self.on_pause)
@@ -47,6 +49,30 @@ class RoleNode(MotorMindNode):
 
     def needs_rpc(self) -> bool:
         return False
+
+    recorded_first: tuple = ()
+
+    def await_recorder(self) -> None:
+        """With record:=FILE (``wait_for_recorder_s`` > 0), once, before this node's first output:
+        wait until the recorder subscribes to ``recorded_first``, as this node's participant sees it
+        (that is when its writers match the recorder's readers): a volatile message (the first batch,
+        the first VLM call's event) sent before then would never reach the file. After
+        ``wait_for_recorder_s`` it goes on and says so."""
+        wait = float(self.p("wait_for_recorder_s"))
+        if wait <= 0 or self._recorder_seen:
+            return
+        self._recorder_seen = True
+        t_end, missing = time.monotonic() + wait, list(self.recorded_first)
+        while True:
+            missing = [t for t in missing if not any(
+                i.node_name == "recorder" for i in self.get_subscriptions_info_by_topic(self.full(t)))]
+            if not missing:
+                return
+            if time.monotonic() > t_end:
+                self.say(f"the recorder does not listen on {', '.join(missing)} after {wait:g} s: going on; "
+                         f"the recording may miss the start")
+                return
+            time.sleep(0.05)
 
     def _task(self, msg: dict) -> None:
         instr = str(msg.get("instruction", ""))
@@ -79,8 +105,9 @@ class PlannerNode(RoleNode):
     """task -> plan; a rejected verdict or an escalation -> a new plan decision (PlannerComponent)."""
 
     role = "planner"
-    extra_params = {"instruction": ""}
+    extra_params = {"instruction": "", "wait_for_recorder_s": 0.0}
     outputs = ("plan", "task")
+    recorded_first = graph.RECORDED           # the episode starts here: every recorded topic
 
     def __init__(self):
         super().__init__()
@@ -92,6 +119,7 @@ class PlannerNode(RoleNode):
             self.send("task", {"instruction": self.p("instruction"), "source": "planner parameter"})
 
     def on_task(self, msg: dict) -> None:
+        self.await_recorder()
         self.component = PlannerComponent(Planner(self.brain, self.record), self.cfg, self.prompt_ctx, self.record,
                                            self.say)
         state, images = self.cache.look("start")
@@ -122,8 +150,9 @@ class ExecutorNode(RoleNode):
     the point where it applies (``_settle``), so the component sees them in the in-process order."""
 
     role = "executor"
-    extra_params = {"privileged_evaluator": True, "exit_on_end": False}
+    extra_params = {"privileged_evaluator": True, "exit_on_end": False, "wait_for_recorder_s": 0.0}
     outputs = ("commands", "episode", "escalation", "report")
+    recorded_first = ("commands", "events")   # matched from this node's own participant before the first batch
 
     def needs_rpc(self) -> bool:
         return bool(self.p("privileged_evaluator"))
@@ -286,6 +315,7 @@ class ExecutorNode(RoleNode):
                     rep = operator_rejection(prop.batch, note, self.cache.state or {})
                     self.send("report", rep)
                     return self._report(rep)
+                self.await_recorder()
                 self.send("commands", {"schema_version": SCHEMA_VERSION, **batch,
                                        **({"source": source} if source != "executor" else {})})
                 return
