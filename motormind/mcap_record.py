@@ -444,7 +444,8 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as e:
         print(f"recover: {e}", file=sys.stderr)
         return 1
-    state = "closed" if r["complete"] else f"cut off, {r['dropped_bytes']} bytes after the last whole chunk dropped"
+    state = "closed" if r["complete"] else "not closed: the recorder died" + (
+        f"; {r['dropped_bytes']} bytes of a chunk cut short dropped" if r["dropped_bytes"] else "")
     print(f"recover: {r['messages']} messages in {r['chunks']} chunks from {a.src} ({state}) -> {a.dst}")
     return 0
 
