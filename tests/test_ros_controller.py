@@ -6,7 +6,9 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
+import types
 
 import pytest
 
@@ -16,6 +18,7 @@ from motormind.ros import graph  # noqa: E402
 from motormind.ros.base import ObservationCache  # noqa: E402
 from motormind.ros.launcher import node_argv, overrides_yaml  # noqa: E402
 from motormind.ros.probe import Probe  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 DOMAIN = random.Random(f"ctrl{os.getpid()}").randint(30, 99)
 # 100 mm moves take 0.5 s each on the fake (200 mm/s): a cancel or an e-stop lands mid-batch
@@ -180,3 +183,43 @@ def test_roles_wait_for_fresh_frames_only_from_a_controller_with_cameras(cameras
     dt = time.monotonic() - t
     assert state == ev["state"] and images == {}
     assert dt >= 0.45 if waits else dt < 30.0, dt
+
+
+class _SilentChannelNode:
+    """What RemoteCall needs of a node: a privileged channel that is there but never answers."""
+
+    def __init__(self):
+        self.sent = []
+
+    def listen(self, name, fn, raw=False):
+        pass
+
+    def publisher(self, name):
+        return types.SimpleNamespace(get_subscription_count=lambda: 1)
+
+    def send(self, name, obj):
+        self.sent.append(obj)
+
+    def get_name(self):
+        return "monitor"
+
+
+def test_a_stopping_node_abandons_its_privileged_calls():
+    """A role's brain call waiting on the privileged channel (a Monitor's check) does not hold the
+    node's shutdown for rpc_timeout_s: close() ends it at once."""
+    from motormind.ros.base import RemoteCall
+    node = _SilentChannelNode()
+    rpc = RemoteCall(node)
+    out = {}
+
+    def call():
+        try:
+            rpc.call("respond", 600.0, role="monitor")
+        except RuntimeError as e:
+            out["error"] = str(e)
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    wait_for(lambda: node.sent, timeout=30, what="the request")
+    rpc.close()
+    t.join(timeout=30)
+    assert not t.is_alive() and out["error"] == "privileged respond call abandoned: the node is stopping"

@@ -189,7 +189,17 @@ class RemoteCall:
         self._lock = threading.Lock()
         self._waiting: dict = {}
         self._n = 0
+        self._closed = threading.Event()
         node.listen("privileged/response", self._on_response)
+
+    def close(self) -> None:
+        """The node stops: calls under way end at once (RuntimeError) instead of waiting for an
+        answer that the stopping graph will not send (a Monitor's check held its node's shutdown)."""
+        self._closed.set()
+        with self._lock:
+            slots = list(self._waiting.values())
+        for slot in slots:
+            slot["ev"].set()
 
     def _on_response(self, msg: dict) -> None:
         with self._lock:
@@ -202,6 +212,8 @@ class RemoteCall:
         pub = self.node.publisher("privileged/request")
         t_end = time.monotonic() + timeout
         while pub.get_subscription_count() == 0:            # the Controller is not (yet) there
+            if self._closed.is_set():
+                raise RuntimeError(f"privileged {op} call abandoned: the node is stopping")
             if time.monotonic() > t_end:
                 raise TimeoutError("no privileged service on /motormind/privileged/request "
                                    "(the sim Controller hosts it)")
@@ -216,12 +228,16 @@ class RemoteCall:
                 self.node.send("privileged/request", req)   # resent if lost (the server de-duplicates)
                 if slot["ev"].wait(min(5.0, max(0.01, t_end - time.monotonic()))):
                     break
+                if self._closed.is_set():
+                    break
                 if time.monotonic() > t_end:
                     raise TimeoutError(f"privileged {op} call timed out after {timeout:g} s")
         finally:
             with self._lock:
                 self._waiting.pop(rid, None)
         msg = slot["msg"]
+        if msg is None:                                     # woken by close()
+            raise RuntimeError(f"privileged {op} call abandoned: the node is stopping")
         if not msg.get("ok", False):
             raise RuntimeError(f"privileged {op} failed: {msg.get('error')}")
         return msg

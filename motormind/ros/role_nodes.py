@@ -95,10 +95,18 @@ class RoleNode(MotorMindNode):
 
     def close(self) -> None:
         self.closing = True
+        if self.rpc is not None:
+            self.rpc.close()                 # a brain call waiting on the privileged channel ends now
         try:
-            self.brain.close()
+            self.close_role()
         finally:
-            super().close()
+            try:
+                self.brain.close()
+            finally:
+                super().close()
+
+    def close_role(self) -> None:
+        """What a role node adds to its close (after brain calls under way were abandoned)."""
 
 
 class PlannerNode(RoleNode):
@@ -441,10 +449,9 @@ class MonitorNode(RoleNode):
         if self.component is not None and rep.get("batch_id") and rep.get("batch_id") == self.component.batch_id:
             self.component.end()
 
-    def close(self) -> None:
+    def close_role(self) -> None:
         if self.monitor:
             self.monitor.close()
-        super().close()
 
 
 class MemoryNode(RoleNode):
@@ -481,10 +488,9 @@ class MemoryNode(RoleNode):
         data = {k: v for k, v in msg.items() if k not in ("schema_version", "kind", "node", "t")}
         self.memory.add(kind, data)
 
-    def close(self) -> None:
+    def close_role(self) -> None:
         if self.memory:
             self.memory.close()
-        super().close()
 
 
 NODES = {"planner": PlannerNode, "executor": ExecutorNode, "verifier": VerifierNode, "monitor": MonitorNode,
