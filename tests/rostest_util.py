@@ -1,7 +1,9 @@
 """Helpers the ROS 2 tests share (imported as ``rostest_util``: pytest puts tests/ on sys.path)."""
 import os
+import random
 import re
 import signal
+import time
 
 
 class Log:
@@ -30,3 +32,24 @@ def kill_nodes(log: str) -> None:
                     os.kill(pid, signal.SIGKILL)
         except (OSError, ProcessLookupError):
             pass
+
+
+_GIVEN: set = set()     # domains this test process handed out (one may not have bound its ports yet)
+
+
+def free_domain(tag: str = "") -> int:
+    """A ROS_DOMAIN_ID whose DDS ports (7400 + 250 * id ...) nobody on this machine has bound, and
+    that this process has not handed out before: other test runs may share the machine, and a graph
+    that hears another graph's "b1" is a flaky test."""
+    bound = set()
+    for f in ("/proc/net/udp", "/proc/net/udp6"):
+        try:
+            for line in open(f).read().splitlines()[1:]:
+                bound.add(int(line.split()[1].rsplit(":", 1)[1], 16))
+        except OSError:
+            pass
+    ids = [d for d in range(1, 233) if d not in _GIVEN]
+    random.Random(f"{tag}{os.getpid()}{time.time()}").shuffle(ids)
+    d = next((d for d in ids if not any(7400 + 250 * d <= p < 7400 + 250 * (d + 1) for p in bound)), ids[0])
+    _GIVEN.add(d)
+    return d

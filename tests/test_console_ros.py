@@ -5,8 +5,6 @@ from the Controller's topics; a jog goes through the Controller's validation (it
 answer); the e-stop latches until reset; an instruction goes out on `task`; approval mode and the
 verifier's takeover work across processes; every operator action is on `events`."""
 import json
-import os
-import random
 import re
 import threading
 import time
@@ -21,29 +19,11 @@ pytest.importorskip("rclpy")
 from motormind.ros import graph  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import WATCH, Probe  # noqa: E402
-from rostest_util import Log  # noqa: E402
+from rostest_util import Log, free_domain  # noqa: E402
 
 PLAN = {"schema_version": 1, "subgoals": [{"id": "s1", "description": "reach up", "success_criterion": "raised"}]}
 B1 = {"commands": [{"op": "move", "direction": "up", "distance_mm": 30}]}                      # the operator rejects it
 B2 = {"commands": [{"op": "move", "direction": "up", "distance_mm": 30}, {"op": "done"}]}      # approved, edited to 10 mm
-
-
-def _free_domain() -> int:
-    """A ROS_DOMAIN_ID whose DDS ports (7400 + 250 * id ...) nobody on this machine has bound: other
-    ROS tests may run at the same time."""
-    bound = set()
-    for f in ("/proc/net/udp", "/proc/net/udp6"):
-        try:
-            for line in open(f).read().splitlines()[1:]:
-                bound.add(int(line.split()[1].rsplit(":", 1)[1], 16))
-        except OSError:
-            pass
-    ids = list(range(1, 233))
-    random.Random(f"console{os.getpid()}{time.time()}").shuffle(ids)
-    for d in ids:
-        if not any(7400 + 250 * d <= p < 7400 + 250 * (d + 1) for p in bound):
-            return d
-    return ids[0]
 
 
 class Console:
@@ -83,7 +63,7 @@ class Console:
 @pytest.fixture(scope="module")
 def console(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("console_ros")
-    domain = _free_domain()
+    domain = free_domain("console")
     script = tmp / "script.json"
     script.write_text(json.dumps({"planner": [PLAN], "executor": [B1, B2]}))
     cfg = yaml.safe_load(graph.params_file().read_text())

@@ -2,7 +2,6 @@
 /motormind/cancel mid-batch is honoured at the next action boundary, and /motormind/estop stops
 motion mid-command (latched until released and reset)."""
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -18,9 +17,10 @@ from motormind.ros import graph  # noqa: E402
 from motormind.ros.base import ObservationCache  # noqa: E402
 from motormind.ros.launcher import node_argv, overrides_yaml  # noqa: E402
 from motormind.ros.probe import Probe  # noqa: E402
+from rostest_util import free_domain  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
-DOMAIN = random.Random(f"ctrl{os.getpid()}").randint(30, 99)
+DOMAIN = free_domain("ctrl")
 # 100 mm moves take 0.5 s each on the fake (200 mm/s): a cancel or an e-stop lands mid-batch
 MOVES = [{"op": "move", "direction": d, "distance_mm": 100} for d in ("left", "right") * 3]
 

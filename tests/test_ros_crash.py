@@ -3,13 +3,11 @@ what it had written (the MCAP file is written as it goes), and `kill -9` of the 
 node running and no Controller restart marker behind (every node follows its launcher)."""
 import json
 import os
-import random
 import re
 import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import yaml
@@ -21,16 +19,12 @@ from motormind.mcap_record import is_complete, read_messages, recover  # noqa: E
 from motormind.ros import graph  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import Probe  # noqa: E402
-from rostest_util import Log, kill_nodes  # noqa: E402
+from rostest_util import Log, free_domain, kill_nodes  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
 PLAN = {"schema_version": 1, "subgoals": [{"id": "s1", "description": "sweep", "success_criterion": "swept"}]}
 # 100 mm moves take 0.5 s each on the real-time fake: eight of them keep the episode going for 4 s
 SWEEP = {"commands": [{"op": "move", "direction": d, "distance_mm": 100} for d in ("left", "right") * 4]}
-
-
-def _domain(tag: str) -> int:
-    return random.Random(f"{tag}{os.getpid()}{time.time()}").randint(1, 99) + 130
 
 
 def _script(tmp_path):
@@ -39,22 +33,13 @@ def _script(tmp_path):
     return script
 
 
-def _alive(pid: int) -> bool:
-    """Running (a zombie left to its new parent does not count)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _strings(path, topic):
     return [json.loads(m.data) for t, _, m, _ in read_messages(path) if t == f"/motormind/{topic}"]
 
 
 def test_a_recorder_killed_mid_episode_keeps_what_it_had_recorded(tmp_path):
     mcap = tmp_path / "episode.mcap"
-    domain = _domain("rec")
+    domain = free_domain("rec")
     log = Log()
     launcher = Launcher("fake", {"brain_script": str(_script(tmp_path)), "instruction": "sweep left and right",
                                  "record": str(mcap)},
@@ -102,45 +87,66 @@ def test_a_recorder_killed_mid_episode_keeps_what_it_had_recorded(tmp_path):
         assert make_reader(fh).get_summary().statistics.message_count == len(msgs)
 
 
-def test_kill_9_of_the_launcher_leaves_no_node_and_no_restart_marker(tmp_path):
-    domain = _domain("k9")
+# The launcher runs under a harness that adopts orphans (PR_SET_CHILD_SUBREAPER): once the launcher is
+# killed its nodes become the harness's children, so their exit statuses can be read, not just their absence.
+HARNESS = """
+import ctypes, json, os, subprocess, sys
+assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0     # PR_SET_CHILD_SUBREAPER
+launcher = subprocess.Popen(sys.argv[1:])
+print(json.dumps({"launcher": launcher.pid}), flush=True)
+while True:
+    try:
+        pid, status = os.wait()
+    except ChildProcessError:
+        break
+    print(json.dumps({"pid": pid, "exit": os.waitstatus_to_exitcode(status)}), flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the harness adopts orphans with a Linux prctl")
+def test_kill_9_of_the_launcher_stops_every_node_in_order_and_leaves_no_restart_marker(tmp_path):
+    domain = free_domain("k9")
     ros_home = tmp_path / "ros"
     cfg = yaml.safe_load(graph.params_file().read_text())
     cfg["/motormind/controller"]["ros__parameters"]["watchdog_nodes"] = ["executor"]
     cfg_file = tmp_path / "motormind.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg))
-    p = subprocess.Popen([sys.executable, "-m", "motormind.cli", "launch", "fake", f"brain_script:={_script(tmp_path)}",
-                          "instruction:=sweep left and right", f"config:={cfg_file}", f"record:={tmp_path / 'k.mcap'}",
-                          "--domain-id", str(domain)],
+    h = subprocess.Popen([sys.executable, "-c", HARNESS, sys.executable, "-m", "motormind.cli", "launch", "fake",
+                          f"brain_script:={_script(tmp_path)}", "instruction:=sweep left and right",
+                          f"config:={cfg_file}", f"record:={tmp_path / 'k.mcap'}", "--domain-id", str(domain)],
                          env={**os.environ, "ROS_HOME": str(ros_home)}, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines: list = []
-    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader = threading.Thread(target=lambda: lines.extend(h.stdout), daemon=True)
     reader.start()
     probe = Probe(domain_id=domain)
     pids: dict = {}
     try:
         probe.wait_for("progress", lambda m: m.get("event") == "command_start" and m.get("batch_id") == "b1",
                        timeout=90)
-        pids = {m.group(1): int(m.group(2)) for m in re.finditer(r"started (\S+) \(pid (\d+)\)", "".join(lines))}
+        out = "".join(lines)
+        launcher = json.loads(next(ln for ln in out.splitlines() if ln.startswith('{"launcher"')))["launcher"]
+        pids = {m.group(1): int(m.group(2)) for m in re.finditer(r"started (\S+) \(pid (\d+)\)", out)}
         assert set(pids) == {"controller", "planner", "executor", "verifier", "monitor", "memory", "recorder"}
         marker = ros_home / "motormind" / f"controller-domain{domain}.running"
         assert marker.is_file() and marker.read_text().split()[0] == str(pids["controller"])
-        os.kill(p.pid, signal.SIGKILL)                 # mid-batch: no chance to stop anything itself
-        p.wait(timeout=30)
-        wait_for(lambda: not any(_alive(pid) for pid in pids.values()), timeout=60,
-                 what=f"every node to end after its launcher; alive: {[n for n, q in pids.items() if _alive(q)]}")
-        # what each node printed once its launcher's pipe was gone
+        os.kill(launcher, signal.SIGKILL)              # mid-batch: no chance to stop anything itself
+        h.wait(timeout=60)                             # the harness ends once it has reaped every node
+        reader.join(timeout=10)
+        exits = {d["pid"]: d["exit"] for d in (json.loads(ln) for ln in "".join(lines).splitlines()
+                                               if ln.startswith('{"pid"'))}
         logs = {n: ros_home / "log" / "motormind" / f"{n}-{q}.log" for n, q in pids.items()}
         text = {n: f.read_text() if f.exists() else "(no log)" for n, f in logs.items()}
+        assert exits.pop(launcher) == -signal.SIGKILL
+        # every node ended by itself, in order (exit code 0: not killed, not its 10 s deadline), and said so
+        assert {n: exits.get(q) for n, q in pids.items()} == {n: 0 for n in pids}, text
         assert not marker.exists(), text               # the Controller stopped in order: the next start is clean
         for n in pids:
-            assert f"the launcher (pid {p.pid}) is gone: {n} stops" in text[n], text[n]
+            assert f"the launcher (pid {launcher}) is gone: {n} stops" in text[n], text[n]
     finally:
         probe.close()
-        if p.poll() is None:
-            p.kill()
+        if h.poll() is None:
+            h.kill()
         reader.join(timeout=10)
         kill_nodes("".join(lines))                     # only if the test failed: nothing is left behind
         print("".join(lines)[-4000:])
-    assert p.returncode == -signal.SIGKILL

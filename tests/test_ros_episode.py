@@ -2,7 +2,6 @@
 (`motormind launch sim`), recorded to MCAP with ROS 2 message schemas."""
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -14,13 +13,13 @@ pytest.importorskip("rclpy")
 pytest.importorskip("mcap_ros2")
 
 from motormind.mcap_record import read_messages  # noqa: E402
-from rostest_util import kill_nodes  # noqa: E402
+from rostest_util import free_domain, kill_nodes  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
 
 def test_oracle_episode_over_dds_succeeds_and_is_recorded(tmp_path):
-    domain = random.Random(f"ep{os.getpid()}").randint(170, 229)
+    domain = free_domain("ep")
     mcap = tmp_path / "episode.mcap"
     env = {**os.environ, "ROS_HOME": str(tmp_path / "ros"), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
     p = subprocess.Popen([sys.executable, "-m", "motormind.cli", "launch", "sim", "suite:=libero_spatial", "task:=0",

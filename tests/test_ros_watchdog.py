@@ -3,7 +3,6 @@ makes the Controller's watchdog stop the robot (and say so on its report topic);
 reports the dead node; a Controller killed and restarted by the launcher comes up stopped."""
 import json
 import os
-import random
 import signal
 import threading
 import time
@@ -16,9 +15,9 @@ pytest.importorskip("rclpy")
 from motormind.ros import graph  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import Probe  # noqa: E402
-from rostest_util import Log  # noqa: E402
+from rostest_util import Log, free_domain  # noqa: E402
 
-DOMAIN = random.Random(f"wd{os.getpid()}").randint(100, 169)
+DOMAIN = free_domain("wd")
 PLAN = {"schema_version": 1, "subgoals": [{"id": "s1", "description": "sweep", "success_criterion": "swept"}]}
 SWEEP = {"commands": [{"op": "move", "direction": d, "distance_mm": 100} for d in ("left", "right") * 4]}
 

@@ -10,7 +10,6 @@ block under the tool, lift, carry 80 mm left, put down, release), written in the
 replay server reads. What the arm did is read from the emulator, not from the stack."""
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -27,11 +26,11 @@ pytest.importorskip("openai")
 from motormind.brains.scripted import DEFAULTS  # noqa: E402
 from motormind.ros.probe import WATCH, Probe  # noqa: E402
 from motormind.sim.xarm_emulator import XArmEmulator, free_loopback_host  # noqa: E402
-from rostest_util import kill_nodes  # noqa: E402
+from rostest_util import free_domain, kill_nodes  # noqa: E402
 
 pytestmark = pytest.mark.xarm
 
-DOMAIN = random.Random(f"xarm-ros{os.getpid()}").randint(1, 29)
+DOMAIN = free_domain("xarm-ros")
 NODES = ("controller", "planner", "executor", "verifier", "monitor", "memory")
 
 PLAN = {"schema_version": 1, "subgoals": [

@@ -390,15 +390,16 @@ def spin(make_node, argv=None) -> int:
     import signal
     rclpy.init(args=argv)
     node = ex = None
+    stopped_by: list = []
     try:
         node = make_node()
         stop = threading.Event()
 
-        def on_signal(*_):
+        def on_signal(signum, _frame):
+            stopped_by.append(signum)
             stop.set()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, signal.SIG_DFL)
-            keep_output(node.get_name())       # the launcher died: its pipe is gone, the shutdown is logged
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, on_signal)
@@ -420,6 +421,8 @@ def spin(make_node, argv=None) -> int:
         return int(e.code or 0)
     finally:
         _shutdown_deadline(SHUTDOWN_GRACE_S)
+        if node is not None and stopped_by:      # SIGTERM is what a launcher's death sends: its pipe is gone
+            keep_output(node.get_name(), wait_s=1.0 if stopped_by[0] == signal.SIGTERM else 0.0)
         if ex is not None:
             ex.shutdown(timeout_sec=2.0)
         if node is not None:

@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 ENV = "MOTORMIND_LAUNCHER_PID"
@@ -69,11 +70,19 @@ def orphaned(env=None) -> bool:
     return value.isdigit() and int(value) > 1 and os.getppid() != int(value)
 
 
-def keep_output(name: str, env=None) -> Path | None:
-    """If the launcher is gone, point this process's stdout and stderr at a log file (returned)."""
+def keep_output(name: str, wait_s: float = 0.0, env=None) -> Path | None:
+    """If the launcher is gone, point this process's stdout and stderr at a log file (returned).
+    ``wait_s``: how long to look. The parent-death signal comes when the launcher's thread that
+    started this node ends, and the launcher's other threads may end a moment later: until they
+    have, this process still has the launcher for parent."""
     env = os.environ if env is None else env
-    if not orphaned(env):
+    if ENV not in env:
         return None
+    deadline = time.monotonic() + wait_s
+    while not orphaned(env):
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
     root = Path(env.get("ROS_HOME") or Path.home() / ".ros") / "log" / "motormind"
     try:
         root.mkdir(parents=True, exist_ok=True)
