@@ -1,6 +1,7 @@
 """Crashes around `motormind launch fake` over DDS: the recorder killed by SIGKILL mid-episode keeps
-what it had written (the MCAP file is written as it goes), and `kill -9` of the launcher leaves no
-node running and no Controller restart marker behind (every node follows its launcher)."""
+what it had written (the MCAP file is written as it goes, and the episode waited for the recorder),
+and `kill -9` of the launcher stops every node in order, with no Controller restart marker left
+behind (every node follows its launcher, motormind/ros/lifeline.py)."""
 import json
 import os
 import re
@@ -8,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import yaml
@@ -150,3 +152,32 @@ def test_kill_9_of_the_launcher_stops_every_node_in_order_and_leaves_no_restart_
         reader.join(timeout=10)
         kill_nodes("".join(lines))                     # only if the test failed: nothing is left behind
         print("".join(lines)[-4000:])
+
+
+def test_a_stop_signal_said_twice_is_one_orderly_stop(tmp_path):
+    """The parent-death signal comes once for each of the launcher's threads as they end: a second
+    SIGTERM right after the first must not cut the orderly stop short (exit code 0, not -SIGTERM)."""
+    from motormind.ros.launcher import node_argv, overrides_yaml
+    domain = free_domain("twice")
+    script = _script(tmp_path)
+    spec = graph.NodeSpec("memory", "memory", {"brain": "scripted", "brain_script": str(script), "profile": "fake"})
+    ov = tmp_path / "memory.yaml"
+    ov.write_text(overrides_yaml(spec))
+    probe = Probe(domain_id=domain, watch=("heartbeat",))
+    # started as the launcher starts it (this process in its place): on SIGTERM it looks for up to 1 s
+    # whether its launcher is gone, so the second signal lands while it stops
+    env = {**os.environ, **graph.ros_env(domain), "MOTORMIND_LAUNCHER_PID": str(os.getpid())}
+    p = subprocess.Popen(node_argv(spec, graph.params_file(), ov), env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        probe.wait_for("heartbeat", lambda m: m.get("node") == "memory", timeout=90)    # spinning: handlers set
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.3)                                # the first is being handled: not a test of speed
+        p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=60)[0]
+        assert p.returncode == 0, out[-3000:]
+    finally:
+        probe.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait()

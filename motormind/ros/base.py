@@ -363,6 +363,9 @@ class ObservationCache:
 
 
 SHUTDOWN_GRACE_S = 10.0   # a node still not gone this long after it began to stop ends itself (os._exit)
+# A second SIGINT/SIGTERM within this long of the first is the same stop said again (the parent-death
+# signal comes once for each of the launcher's threads as they end); a later one insists: the node ends.
+REPEAT_SIGNAL_S = 1.0
 
 
 def _shutdown_deadline(grace_s: float) -> None:
@@ -384,9 +387,10 @@ def spin(make_node, argv=None) -> int:
     from ``node.exit_code``; 2 when it could not start (its message printed).
 
     The first SIGINT or SIGTERM asks for an orderly stop (the node's ``close()``: the Controller
-    stops the robot); it also restores the default action of both signals, so a second one ends a
-    node whose shutdown hangs at once. However the node stops, its shutdown (and the interpreter's
-    exit after it) has ``SHUTDOWN_GRACE_S``; then the process ends itself."""
+    stops the robot); another one more than ``REPEAT_SIGNAL_S`` later (the launcher's SIGTERM after
+    its grace, a second Ctrl-C) ends the node at once, by that signal's default action. However the
+    node stops, its shutdown (and the interpreter's exit after it) has ``SHUTDOWN_GRACE_S``; then the
+    process ends itself."""
     import signal
     rclpy.init(args=argv)
     node = ex = None
@@ -396,10 +400,14 @@ def spin(make_node, argv=None) -> int:
         stop = threading.Event()
 
         def on_signal(signum, _frame):
-            stopped_by.append(signum)
+            now = time.monotonic()
+            if stopped_by and now - stopped_by[0][1] > REPEAT_SIGNAL_S:
+                signal.signal(signum, signal.SIG_DFL)     # it insists: end now, whatever the shutdown does
+                os.kill(os.getpid(), signum)
+                return
+            if not stopped_by:
+                stopped_by.append((signum, now))
             stop.set()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, signal.SIG_DFL)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, on_signal)
@@ -422,7 +430,7 @@ def spin(make_node, argv=None) -> int:
     finally:
         _shutdown_deadline(SHUTDOWN_GRACE_S)
         if node is not None and stopped_by:      # SIGTERM is what a launcher's death sends: its pipe is gone
-            keep_output(node.get_name(), wait_s=1.0 if stopped_by[0] == signal.SIGTERM else 0.0)
+            keep_output(node.get_name(), wait_s=1.0 if stopped_by[0][0] == signal.SIGTERM else 0.0)
         if ex is not None:
             ex.shutdown(timeout_sec=2.0)
         if node is not None:
