@@ -429,18 +429,20 @@ def spin(make_node, argv=None) -> int:
         return int(e.code or 0)
     finally:
         _shutdown_deadline(SHUTDOWN_GRACE_S)
-        if node is not None and stopped_by:      # SIGTERM is what a launcher's death sends: its pipe is gone
-            keep_output(node.get_name(), wait_s=1.0 if stopped_by[0][0] == signal.SIGTERM else 0.0)
+        # a launcher that died took the pipe this node printed to: the rest of its output goes to a log
+        kept = keep_output(node.get_name()) if node is not None and stopped_by else None
         if ex is not None:
             ex.shutdown(timeout_sec=2.0)
         if node is not None:
             try:
-                node.close()
+                node.close()                   # first: the Controller stops the robot without delay
             except Exception:  # noqa: BLE001
                 try:
                     traceback.print_exc()
                 except (BrokenPipeError, OSError):
                     pass
+            if stopped_by and kept is None and stopped_by[0][0] == signal.SIGTERM:
+                keep_output(node.get_name(), wait_s=1.0)   # the launcher's last threads may still be ending
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
