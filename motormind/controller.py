@@ -64,6 +64,8 @@ class CommandResult:
     duration_s: float = 0.0
     steps: int = 0
     motion: dict | None = None
+    passed_target: np.ndarray | None = None   # a move passed through (blended): the target it was aimed at
+    settle_steps: int = 0                     # ... and the steps it took to stop there afterwards
 
     def to_json(self) -> dict:
         return {"index": self.index, "command": self.command, "status": self.status, "reason": self.reason,
@@ -285,8 +287,15 @@ class Controller:
         rot_goal = quat_to_mat(obs0.eef_quat_xyzw)   # orientation is held along the batch
         obs = obs0
         steps_total = 0
-        for i, cmd in enumerate(batch.commands):
+        blend_m = self.profile.tolerances.blend_mm / 1000.0
+        chain = None          # the target of a move passed through (blended): the next move aims from it
+        cmds = batch.commands
+        for i, cmd in enumerate(cmds):
             cj = cmd.to_json()
+            if chain is not None and (cancel.cancelled or self.paused or not isinstance(cmd, Move)):
+                obs = self._settle(results[-1], chain, obs, rot_goal)   # the boundary is a stop here
+                steps_total += results[-1].settle_steps
+                chain = None
             if not stop_reason and hold:
                 self._hold(bid, i, cancel)
             if not stop_reason and self._estop.is_set():
@@ -299,7 +308,10 @@ class Controller:
                 continue
             self.current = {"batch": batch, "index": i}
             self.on_event("command_start", {"batch_id": bid, "index": i, "command": cj})
-            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal)
+            nxt = cmds[i + 1] if i + 1 < len(cmds) else None
+            blend = blend_m if isinstance(cmd, Move) and isinstance(nxt, Move) else 0.0
+            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend, chain)
+            chain = res.passed_target if res.status == "done" else None
             steps_total += res.steps
             results.append(res)
             self.on_event("command_end", {"batch_id": bid, **res.to_json()})
@@ -313,6 +325,9 @@ class Controller:
                 stop_reason, stop_status = res.reason, "cancelled"
             if stop_reason:
                 stop_reason = "not run: " + stop_reason
+        if chain is not None and results:              # (a blended move is never the last one run)
+            obs = self._settle(results[-1], chain, obs, rot_goal)
+            steps_total += results[-1].settle_steps
         self.current = None
         statuses = [r.status for r in results]
         status = next((s for s in ("fault", "rejected", "blocked", "cancelled") if s in statuses), "done")
@@ -323,12 +338,34 @@ class Controller:
         self.on_event("report", rep.to_json())
         return rep
 
-    def _execute_one(self, i: int, cmd, obs: Observation, rot_goal: np.ndarray):
+    def _settle(self, res: "CommandResult", target: np.ndarray, obs: Observation, rot_goal) -> Observation:
+        """Stop at the target of a move that was passed through, because what follows it is not run
+        (a cancel, a pause) or not a move: the command finishes where it was aimed."""
+        if self._estop.is_set():
+            return obs
+        try:
+            mres = self.robot.execute(Motion("move", target, rot_goal,
+                                             max_steps=self.profile.tolerances.max_steps_per_command), self._estop)
+        except RobotFault:
+            return self._safe_observe(obs)
+        end = self.robot.observe()
+        res.steps += mres.steps
+        res.settle_steps = mres.steps
+        err = float(np.linalg.norm(np.asarray(end.eef_pos_m) - target)) * 1000
+        res.achieved["error_mm"] = round(err, 2)
+        moved = np.asarray(end.eef_pos_m) - np.asarray(obs.eef_pos_m)
+        res.achieved["translation_mm"] = [round(a + b, 2) for a, b in zip(res.achieved["translation_mm"], _mm(moved))]
+        res.reason = f"settled at its target ({err:.1f} mm) after passing through"
+        return end
+
+    def _execute_one(self, i: int, cmd, obs: Observation, rot_goal: np.ndarray, blend_m: float = 0.0,
+                     chain: np.ndarray | None = None):
         prof = self.profile
         tol = prof.tolerances
         t0 = self.clock()
         cj = cmd.to_json()
         p0 = np.asarray(obs.eef_pos_m, dtype=float)
+        start = p0 if chain is None else chain         # a move after a passed-through move aims from its target
         r0 = quat_to_mat(obs.eef_quat_xyzw)
         commanded: dict = {}
         if isinstance(cmd, Done):
@@ -336,7 +373,7 @@ class Controller:
                                   duration_s=self.clock() - t0), obs, rot_goal)
         if isinstance(cmd, Move):
             disp = cmd.displacement_mm / 1000.0
-            motion = Motion("move", p0 + disp, rot_goal, max_steps=tol.max_steps_per_command)
+            motion = Motion("move", start + disp, rot_goal, max_steps=tol.max_steps_per_command, blend_m=blend_m)
             commanded = {"translation_mm": _mm(disp)}
         elif isinstance(cmd, Rotate):
             rot_goal = axis_angle_to_mat(cmd.axis_vector, math.radians(cmd.angle_deg)) @ rot_goal
@@ -376,6 +413,13 @@ class Controller:
         elif motion.kind == "move":
             err_mm = float(np.linalg.norm(np.asarray(end.eef_pos_m) - motion.target_pos_m)) * 1000
             achieved["error_mm"] = round(err_mm, 2)
+            if blend_m and mres.converged and err_mm <= blend_m * 1000 + 1e-6:
+                reason = (f"passed through {err_mm:.1f} mm from its target on to the next move "
+                          f"(blend_mm {tol.blend_mm:g})")
+                res = CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
+                                    motion.to_json())
+                res.passed_target = motion.target_pos_m
+                return res, end, rot_goal
             if err_mm > tol.position_mm:
                 along = float(np.dot(np.asarray(end.eef_pos_m) - p0, np.asarray(cmd.vector))) * 1000
                 achieved_txt = f"achieved {along:.1f} of {cmd.distance_mm:g} mm along the commanded direction"

@@ -36,6 +36,9 @@ class Tolerances:
     max_steps_per_command: int
     continue_mm: float = 0.0          # a move that settles this close to its target without contact is
                                       # done (reported with its error); farther, or against contact: blocked
+    blend_mm: float = 0.0             # a move followed by another move passes within this of its target
+                                      # without stopping (0: every move settles); the next one is aimed
+                                      # from this one's target, so a chain of moves does not drift
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,8 @@ _SECTIONS = {         # section -> its keys (None: free-form); every section but
     "directions": None, "rotation": ("frame", "axes"),
     "gripper": ("max_width_mm", "min_width_mm"),
     "speeds": ("move_mm_s", "rotate_deg_s"),
-    "tolerances": ("position_mm", "rotation_deg", "settle_mm_per_step", "max_steps_per_command", "continue_mm"),
+    "tolerances": ("position_mm", "rotation_deg", "settle_mm_per_step", "max_steps_per_command", "continue_mm",
+                   "blend_mm"),
     "control": ("period_s",),
 }
 _OPTIONAL = ("description", "safety")
@@ -226,7 +230,10 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
         settle_mm_per_step=r.num(tol, "settle_mm_per_step", "tolerances"),
         max_steps_per_command=r.count(tol, "max_steps_per_command", "tolerances"),
         continue_mm=r.num(tol, "continue_mm", "tolerances") if "continue_mm" in tol
-        else r.num(tol, "position_mm", "tolerances"))
+        else r.num(tol, "position_mm", "tolerances"),
+        blend_mm=r.num(tol, "blend_mm", "tolerances", False) if "blend_mm" in tol else 0.0)
+    if tolerances.blend_mm < 0:
+        r.fail("tolerances.blend_mm", f"must be >= 0, got {tolerances.blend_mm:g}")
     r.ordered(tolerances.position_mm, tolerances.continue_mm, "tolerances.continue_mm", "position_mm",
               "continue_mm")
     safety = d.get("safety") or {}

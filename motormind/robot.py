@@ -55,12 +55,15 @@ class Motion:
     gripper: float | None = None     # target opening fraction (gripper motions)
     seconds: float = 0.0             # wait duration
     max_steps: int = 60              # give up (blocked) after this many control steps
+    blend_m: float = 0.0             # > 0: another move follows; pass within this of the target (a
+                                     # backend that cannot blend settles at the target instead)
 
     def to_json(self) -> dict:
         from .geometry import mat_to_quat
         return {"kind": self.kind, "target_pos_m": [round(float(v), 6) for v in self.target_pos_m],
                 "target_quat_xyzw": [round(float(v), 6) for v in mat_to_quat(self.target_rot)],
-                "gripper": self.gripper, "seconds": self.seconds}
+                "gripper": self.gripper, "seconds": self.seconds,
+                **({"blend_m": self.blend_m} if self.blend_m else {})}
 
 
 @dataclass

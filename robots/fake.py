@@ -90,7 +90,8 @@ class FakeRobot(Robot):
                 floor = self.grip_object_mm / prof.gripper_max_width_mm
                 if self.gripper <= floor + 1e-9 and dg < 0:
                     return MotionResult(k, converged=True, note=f"stalled: holding at {self.grip_object_mm:.1f} mm")
-            if np.linalg.norm(dp) <= tol and np.linalg.norm(dr) < 1e-4 and abs(dg) < 1e-6:
+            near = max(tol, motion.blend_m)             # a blended move passes within blend_m
+            if np.linalg.norm(dp) <= near and np.linalg.norm(dr) < 1e-4 and abs(dg) < 1e-6:
                 return MotionResult(k, converged=True)
             n = np.linalg.norm(dp)
             step = dp if n <= vmax else dp / n * vmax

@@ -65,7 +65,7 @@ def _snapshot(eef, width=78.0, bowl_xy=(0.55, 0.0), bowl_z=0.0, plate_xy=(0.55, 
 
 def test_ground_truth_from_a_privileged_snapshot():
     prof = load_profile("libero_panda")
-    o = OracleDiagnoser(prof)
+    o = OracleDiagnoser(prof).geometry
     # far above the bowl, fingers open: grasp not started; moving away is a setback, down is progress
     t = Truth(_snapshot([0.45, 0.0, 0.30]), o)
     assert t.stage() == 0 and t.achieved() is False

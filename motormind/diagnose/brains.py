@@ -41,13 +41,15 @@ class OracleDiagnoser(OracleBrain):
             from ..profile import load_profile
             profile = load_profile("libero_panda")
         super().__init__(None, profile)
+        from .geometry import PickPlaceGeometry
+        self.geometry = PickPlaceGeometry(None, profile)
 
     def _diagnose(self, ctx: dict) -> dict:
         priv = ctx.get("privileged")
         if not isinstance(priv, dict):
             raise ValueError("the oracle answers diagnostic questions from privileged state, and the request "
                              "carries none (context.privileged)")
-        t = Truth(priv, self)
+        t = Truth(priv, self.geometry)
         skill = priv["skill"]
         opts = priv["options"]
         if skill == "action":

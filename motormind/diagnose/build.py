@@ -48,8 +48,8 @@ def default_set_dir(spec: BuildSpec, root: str = "runs/diagnose") -> Path:
 
 
 def _oracle(profile):
-    from ..brains.oracle import OracleBrain
-    return OracleBrain(None, profile)
+    from .geometry import PickPlaceGeometry
+    return PickPlaceGeometry(None, profile)
 
 
 # ------------------------------------------------------------------------------------------------

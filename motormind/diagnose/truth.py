@@ -6,8 +6,8 @@ generator labels questions with these functions, and the oracle answers with the
 from the same snapshot, so a set answerable by the oracle is a set whose labels come from
 privileged state and nothing else. The snapshot never goes into a prompt.
 
-Definitions (metres, base frame; the oracle brain's own geometry: ``OracleBrain._grasp``,
-``_held``, ``_target_box``, ``_tallest_between``):
+Definitions (metres, base frame; the v1 pick-and-place geometry of ``geometry.py``:
+``PickPlaceGeometry._grasp``, ``_held``, ``_target_box``, ``_tallest_between``):
 
 * Remaining cost of a subgoal, the quantity "progress" reduces:
     grasp A  path length from the grip point to A's grasp point along the oracle's route
@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from ..brains.oracle import APPROACH_M, HOLD_MIN_MM, RELEASE_M, OracleBrain
+from .geometry import APPROACH_M, HOLD_MIN_MM, RELEASE_M, PickPlaceGeometry
 
 OPEN_FRACTION = 0.9            # fingers count as open from here
 GRIP_COST_M = 0.03             # equivalent path cost of having to (re)open the fingers
@@ -83,7 +83,7 @@ def stage_texts(kind: str, a: str, b: str, pred) -> list[str]:
 
 
 class SnapshotScene:
-    """The Scene interface the oracle reads (``oracle.py`` docstring), over a stored snapshot."""
+    """The scene interface the v1 geometry reads (geometry.py), over a stored snapshot."""
 
     def __init__(self, priv: dict):
         self.priv = priv
@@ -112,10 +112,10 @@ def _key(pred) -> str:
 
 
 class Truth:
-    """Ground truth for one privileged snapshot. ``oracle``: an OracleBrain whose geometry helpers
-    are reused (its ``scene`` is replaced by the snapshot's)."""
+    """Ground truth for one privileged snapshot. ``oracle``: the v1 ``PickPlaceGeometry`` (its
+    ``scene`` is replaced by the snapshot's)."""
 
-    def __init__(self, priv: dict, oracle: OracleBrain):
+    def __init__(self, priv: dict, oracle: PickPlaceGeometry):
         self.priv = priv
         self.o = oracle
         self.o.scene = SnapshotScene(priv)

@@ -199,6 +199,13 @@ class SnapshotScene:
         r = self.snap["regions"][name]
         return {k: (np.asarray(v, dtype=float) if isinstance(v, list) else v) for k, v in r.items()}
 
+    def world(self) -> dict:
+        """The oracle's geometry (``Scene.world()``), sent inside the snapshot."""
+        if not isinstance(self.snap.get("world"), dict):
+            raise BadBrainRequest("the scene snapshot has no 'world' (the oracle's geometry): the client's "
+                                  "Scene.snapshot() is older than this server")
+        return self.snap["world"]
+
     def predicate(self, pred) -> bool:
         key = json.dumps([str(x) for x in pred])
         if key not in self._status:

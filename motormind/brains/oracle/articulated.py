@@ -1,0 +1,406 @@
+"""Articulated fixtures and pushes, from privileged geometry, as commands.
+
+Drawers (slide joints). LIBERO's cabinets count a drawer as open below q = -0.14 (about 0.16 m of
+travel) and as closed only above q = 0.0: a nearly shut drawer is not closed. Each drawer's
+handle is a horizontal bar 16 mm thick, standing 16 mm off the drawer's face, and the hand is
+21 cm wide along the finger axis, so a top-down hand cannot reach a handle under the cabinet's
+top. The oracle turns the tool horizontal, pointing into the drawer face (a 90 deg roll or pitch),
+with the fingers one above and one below the bar, closes them on it and pulls; to close, it
+pushes the bar with the horizontal tool's closed fingertips (the hand then trails behind, clear
+of the handles above).
+
+Knobs (the stove's hinge about z): straddle the knob's bar at its axis, twist the wrist. The
+stove is on from q = 0.5 rad, off below 0.0; the fingers slip a little on the bar, so the twist
+overshoots the threshold.
+
+Hinged doors (the microwave): push the door's outer face along its arc until it shuts.
+
+Flat objects (a plate) slide to a table region: fingertips low behind them, a straight push,
+re-aimed every batch.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...geometry import axis_angle_to_mat, rot_error
+from . import pickplace as pp
+from .motion import path_commands, route, rotations
+from .world import MAX_GAP_M, Articulation, World, gripper_boxes
+
+STANDOFF_M = 0.10          # the tool turns horizontal this far out from the handle
+PUSH_PAST_M = 0.008        # push a drawer this far past its closed position (into its stop)
+KNOB_TWIST_ON = math.radians(55.0)
+KNOB_TWIST_OFF_MARGIN = math.radians(12.0)
+FLAT_MAX_M = 0.03          # an object this thin and wider than the gap is pushed, not lifted
+PUSH_TOL_M = 0.012         # a push is done with the origin this close to the target
+BACKOFF_M = 0.04
+
+
+# -- facts about fixtures ---------------------------------------------------------------------------
+def opening_decreases(a: Articulation) -> bool:
+    o, c = a.ranges.get("open"), a.ranges.get("close")
+    if o and c:
+        return max(o) <= min(c)
+    return True
+
+
+def is_open(a: Articulation) -> bool:
+    o = a.ranges.get("open")
+    if not o:
+        return False
+    return a.q < max(o) if opening_decreases(a) else a.q > min(o)
+
+
+def open_dir(a: Articulation) -> np.ndarray:
+    """Horizontal unit vector the drawer moves along when it opens."""
+    d = a.axis * (-1.0 if opening_decreases(a) else 1.0)
+    d = np.array([d[0], d[1], 0.0])
+    return d / (np.linalg.norm(d) or 1.0)
+
+
+def handle(a: Articulation, d: np.ndarray) -> dict:
+    """The moving body's part farthest out along ``d``: the handle bar."""
+    return max(a.parts, key=lambda p: float(np.dot(p["c"], d)))
+
+
+def flat(w: World, name: str) -> bool:
+    b = w.bodies.get(name)
+    if b is None:
+        return False
+    pts = pp.corners(w, name)
+    narrow = min(pp.extent_along(pts, y)[1] - pp.extent_along(pts, y)[0]
+                 for y in (0.0, math.pi / 4, math.pi / 2, -math.pi / 4))
+    return float(b.size[2]) < FLAT_MAX_M and narrow > pp.STRADDLE_MAX_M
+
+
+def describe(op: str, name: str) -> str:
+    return {"open": f"pull open the {name}", "close": f"push the {name} closed",
+            "turnon": f"turn the knob of the {name} on", "turnoff": f"turn the knob of the {name} off"}[op]
+
+
+def criterion(op: str, name: str) -> str:
+    return {"open": f"the {name} is open (pulled out to its stop region)",
+            "close": f"the {name} is fully closed", "turnon": f"the {name} is on",
+            "turnoff": f"the {name} is off"}[op]
+
+
+def joint_of(w: World, name: str, kinds=("slide", "hinge")) -> Articulation | None:
+    j = w.joint_for_region(name)
+    if j is None:
+        js = [a for a in w.joints_of(name) if a.type in kinds]
+        j = js[0] if js else None
+    return j
+
+
+# -- tool orientation -------------------------------------------------------------------------------
+def down_rot(yaw: float) -> np.ndarray:
+    """The grip-site frame pointing straight down with the fingers separating along ``yaw``."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([[c, s, 0.0], [s, -c, 0.0], [0.0, 0.0, -1.0]])
+
+
+def reorient(pose: pp.Pose, r_goal: np.ndarray, profile) -> list[dict]:
+    """Rotate commands taking the tool from its measured orientation to ``r_goal``: one base axis at
+    a time (roll, pitch, yaw), each in steps within the per-command limit."""
+    if pose.rot is None:
+        return []
+    rv = rot_error(r_goal, pose.rot)                 # base-frame axis-angle taking now -> goal
+    ang = float(np.linalg.norm(rv))
+    if ang < math.radians(3.0):
+        return []
+    axis = rv / ang
+    names = [n for n in ("roll", "pitch", "yaw") if n in profile.rotation_axes]
+    best = max(names, key=lambda n: abs(float(np.dot(axis, profile.rotation_axes[n]))))
+    if abs(float(np.dot(axis, profile.rotation_axes[best]))) > 0.995:
+        sign = math.copysign(1.0, float(np.dot(axis, profile.rotation_axes[best])))
+        return rotations(best, sign * ang, profile)
+    out = []                                          # a compound turn: its components, in order
+    r = pose.rot
+    for n in names:
+        comp = float(np.dot(rv, profile.rotation_axes[n]))
+        out += rotations(n, comp, profile)
+        r = axis_angle_to_mat(profile.rotation_axes[n], comp) @ r
+    return out
+
+
+def untilt(pose: pp.Pose, profile) -> tuple[list[dict], float]:
+    """Back to pointing down (keeping the finger direction nearest the current one)."""
+    if pose.rot is None or pose.tilt < math.radians(5.0):
+        return [], pose.yaw
+    x = pose.rot[:, 0]
+    yaw = math.atan2(x[1], x[0]) if math.hypot(x[0], x[1]) > 0.3 else math.atan2(pose.rot[1, 1], pose.rot[0, 1]) \
+        - math.pi / 2
+    return reorient(pose, down_rot(yaw), profile), yaw
+
+
+def horizontal_rot(d: np.ndarray, sep_vertical: bool) -> np.ndarray:
+    """The grip-site frame pointing along -d (into a drawer face); fingers one above the other
+    (``sep_vertical``) or side by side."""
+    z = -d / np.linalg.norm(d)
+    if sep_vertical:
+        x = np.array([0.0, 0.0, -1.0])
+    else:
+        x = np.cross([0.0, 0.0, 1.0], z)
+        x = x / np.linalg.norm(x)
+    y = np.cross(z, x)
+    return np.column_stack([x, y, z])
+
+
+# -- drawers ----------------------------------------------------------------------------------------
+def drawer(brain, w: World, pose: pp.Pose, name: str, opening: bool = True):
+    prof = brain.profile
+    a = joint_of(w, name, ("slide",))
+    if a is None:
+        return [], True
+    d = open_dir(a)
+    h = handle(a, d)
+    hc = np.asarray(h["c"], float)
+    goal_q = _pull_target(a)
+    r_h = horizontal_rot(d, sep_vertical=True)
+    horizontal = pose.rot is not None and float(np.dot(pose.approach, -d)) > 0.97
+    grip_on_bar = horizontal and np.linalg.norm(pose.grip - hc) < 0.02
+    cmds: list[dict] = []
+    if grip_on_bar and pp.HOLD_MIN_MM < pose.width_mm < 40.0:   # holding the bar: pull
+        pull = abs(a.q - goal_q)
+        cmds += path_commands(pose.grip, [pose.grip + d * pull], prof)
+        cmds += _release_and_back(pose.grip + d * pull, d, pose, prof)
+        return cmds, True
+    if not horizontal:                               # to the standoff, pointing down, then turn
+        standoff = hc + d * STANDOFF_M + np.array([0.0, 0.0, 0.03])
+        yaw = math.atan2(d[1], d[0])
+        un, _ = untilt(pose, prof)
+        cmds += un
+        if pose.fraction < 0.95:
+            cmds.append({"op": "gripper", "action": "open"})
+        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof) if not un else []
+        bundle = gripper_boxes(np.zeros(3), yaw, MAX_GAP_M)
+        cmds += path_commands(pose.grip, route(w, pose.grip, standoff, bundle, exclude=()), prof)
+        fake = pp.Pose(standoff, yaw, pose.width_mm, 1.0, pose.j7_deg, down_rot(yaw))
+        cmds += reorient(fake, r_h, prof)
+        return cmds, False
+    # horizontal: in front of the bar, then onto it, close, pull
+    if pose.fraction < 0.9:
+        cmds.append({"op": "gripper", "action": "open"})
+    near = hc + d * 0.06
+    if np.linalg.norm(pose.grip - near) > 0.003 and float(np.dot(pose.grip - hc, d)) > 0.03:
+        cmds += path_commands(pose.grip, [near], prof)
+        start = near
+    else:
+        start = pose.grip
+    cmds += path_commands(start, [hc + d * 0.004], prof)
+    cmds.append({"op": "gripper", "action": "close"})
+    pull = abs(a.q - goal_q)
+    cmds += path_commands(hc + d * 0.004, [hc + d * (0.004 + pull)], prof)
+    if len(cmds) + 3 <= prof.limits.max_batch:
+        cmds += _release_and_back(hc + d * (0.004 + pull), d, pose, prof)
+        return cmds, True
+    return cmds, False
+
+
+def _half_along(part: dict, d: np.ndarray) -> float:
+    r = np.asarray(part["rot"], float).reshape(3, 3)
+    return float(np.abs(r.T @ d) @ np.asarray(part["half"], float))
+
+
+def _pull_target(a: Articulation) -> float:
+    o = a.ranges["open"]
+    lim = a.range[0] if opening_decreases(a) else a.range[1]
+    thr = max(o) if opening_decreases(a) else min(o)
+    # between LIBERO's threshold and the joint's stop, nearer the stop
+    return thr + (lim - thr) * 0.7
+
+
+def _release_and_back(at: np.ndarray, d: np.ndarray, pose: pp.Pose, prof) -> list[dict]:
+    return [{"op": "gripper", "width": 0.6}] + path_commands(at, [at + d * BACKOFF_M], prof)
+
+
+def close(brain, w: World, pose: pp.Pose, name: str):
+    """Close a drawer (push its bar with the horizontal tool) or a hinged door (push along its arc)."""
+    a = joint_of(w, name)
+    if a is None:
+        return [], True
+    if a.type == "hinge":
+        return door(brain, w, pose, a)
+    prof = brain.profile
+    d = open_dir(a)
+    h = handle(a, d)
+    hc = np.asarray(h["c"], float)
+    face = hc + d * (_half_along(h, d) + 0.012)      # fingertips against the bar's outer face
+    stop_q = a.range[1] if opening_decreases(a) else a.range[0]
+    travel = abs(stop_q - a.q) + PUSH_PAST_M
+    r_h = horizontal_rot(d, sep_vertical=False)
+    horizontal = pose.rot is not None and float(np.dot(pose.approach, -d)) > 0.97
+    cmds: list[dict] = []
+    if not horizontal:
+        standoff = face + d * STANDOFF_M + np.array([0.0, 0.0, 0.04])
+        yaw = math.atan2(d[1], d[0]) + math.pi / 2
+        un, _ = untilt(pose, prof)
+        cmds += un
+        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+        if not un:
+            cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+        if pose.fraction > 0.1:
+            cmds.append({"op": "gripper", "action": "close"})
+        cmds += path_commands(pose.grip, route(w, pose.grip, standoff, bundle, exclude=()), prof)
+        fake = pp.Pose(standoff, yaw, pose.width_mm, 0.0, pose.j7_deg, down_rot(yaw))
+        cmds += reorient(fake, r_h, prof)
+        return cmds, False
+    start = face + d * 0.03
+    cmds += path_commands(pose.grip, [start], prof)
+    end = face - d * travel
+    cmds += path_commands(start, [end], prof)
+    cmds += path_commands(end, [end + d * BACKOFF_M], prof)
+    return cmds, True
+
+
+# -- hinged doors -----------------------------------------------------------------------------------
+def door(brain, w: World, pose: pp.Pose, a: Articulation):
+    """Push a hinged door shut along its arc, fingertips against its outer face near the top edge."""
+    prof = brain.profile
+    closed_q = a.range[1] if max(a.ranges.get("close", [0.0])) >= a.range[1] - 1e-6 else a.range[0]
+    sense = 1.0 if closed_q > a.q else -1.0          # the door's angle grows toward closed?
+    panel = max(a.parts, key=lambda p: float(np.prod(np.asarray(p["half"], float)[:2])) +
+                float(np.asarray(p["half"], float).max()))
+    pc = np.asarray(panel["c"], float)
+    e = pc - a.anchor
+    e[2] = 0.0
+    radius = float(np.linalg.norm(e))
+    e /= radius or 1.0
+    z_axis = a.axis / (np.linalg.norm(a.axis) or 1.0)
+    v = np.cross(z_axis * sense, e)                  # the door point's motion when closing
+    v[2] = 0.0
+    v /= np.linalg.norm(v) or 1.0
+    thick = _half_along(panel, v)
+    r_push = radius * 1.6 if radius < 0.2 else radius * 0.85
+    top = float(pc[2] + _half_along(panel, np.array([0.0, 0.0, 1.0])))
+    z = top - 0.03 + pp.GRASP_FLOOR_M - 0.01
+    remaining = abs(closed_q - a.q) + 0.05
+    cmds: list[dict] = []
+    un, _ = untilt(pose, prof)
+    cmds += un
+    if pose.fraction > 0.1:
+        cmds.append({"op": "gripper", "action": "close"})
+    yaw = math.atan2(v[1], v[0]) + math.pi / 2       # the hand's thin side along the push
+    if not un:
+        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+
+    def point(theta: float) -> np.ndarray:
+        rr = axis_angle_to_mat(z_axis, sense * theta)
+        ee, vv = rr @ e, rr @ v
+        p = a.anchor + ee * r_push - vv * (thick + 0.014)
+        return np.array([p[0], p[1], z])
+
+    start = point(0.0) - v * 0.03
+    bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+    cmds += path_commands(pose.grip, route(w, pose.grip, start, bundle, exclude=()), prof)
+    last = start
+    n = max(2, int(math.ceil(remaining / math.radians(25.0))))
+    for k in range(1, n + 1):
+        q = point(remaining * k / n)
+        cmds += path_commands(last, [q], prof)
+        last = q
+    cmds += path_commands(last, [last + np.array([0.0, 0.0, 0.06])], prof)
+    return cmds[:prof.limits.max_batch - 1], True
+
+
+# -- knobs ------------------------------------------------------------------------------------------
+def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
+    prof = brain.profile
+    a = joint_of(w, name, ("hinge",))
+    if a is None:
+        return [], True
+    bar = max(a.parts, key=lambda p: float(np.prod(np.asarray(p["half"], float))))
+    r = np.asarray(bar["rot"], float).reshape(3, 3)
+    half = np.asarray(bar["half"], float)
+    long_axis = r[:, int(np.argmax(half[:2]))]
+    bar_yaw = math.atan2(long_axis[1], long_axis[0])
+    top = float(np.asarray(bar["c"], float)[2] + half[2])
+    grasp = np.array([a.anchor[0], a.anchor[1], top - 0.013])
+    twist = KNOB_TWIST_ON if on else -(a.q - min(a.ranges.get("turnoff", [0.0])) + KNOB_TWIST_OFF_MARGIN)
+    twist *= 1.0 if a.axis[2] > 0 else -1.0
+    cmds: list[dict] = []
+    un, _ = untilt(pose, prof)
+    cmds += un
+    if pose.fraction < 0.95:
+        cmds.append({"op": "gripper", "action": "open"})
+    yaw = bar_yaw + math.pi / 2                      # fingers across the bar
+    yaw = _orient_for_twist(yaw, pose, twist)
+    if not un:
+        cmds += rotations("yaw", yaw - pose.yaw, prof)
+    pre = grasp + np.array([0.0, 0.0, 0.05])
+    bundle = gripper_boxes(np.zeros(3), yaw, MAX_GAP_M)
+    cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=()), prof)
+    cmds += path_commands(pre, [grasp], prof)
+    cmds.append({"op": "gripper", "action": "close"})
+    cmds += rotations("yaw", twist, prof, min_deg=1.0)
+    cmds.append({"op": "gripper", "action": "open"})
+    cmds += path_commands(grasp, [grasp + np.array([0.0, 0.0, 0.05])], prof)
+    if len(cmds) + 1 > prof.limits.max_batch:
+        cmds = cmds[:prof.limits.max_batch]
+        return cmds, False
+    return cmds, True
+
+
+def _orient_for_twist(yaw: float, pose: pp.Pose, twist: float) -> float:
+    """The finger orientation (of the two) that leaves joint 7 room for the twist after it."""
+    best, best_cost = None, None
+    for y in (yaw, yaw + math.pi):
+        d = (y - pose.yaw + math.pi) % (2 * math.pi) - math.pi
+        if pose.j7_deg is not None:
+            j_end = pose.j7_deg - math.degrees(d) - math.degrees(twist)
+            j_mid = pose.j7_deg - math.degrees(d)
+            over = max(0.0, abs(j_end) - pp.J7_LIMIT_DEG, abs(j_mid) - pp.J7_LIMIT_DEG)
+        else:
+            over = 0.0
+        cost = over * 10 + abs(d)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = pose.yaw + d, cost
+    return best
+
+
+# -- pushes -----------------------------------------------------------------------------------------
+def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
+    """Slide a flat object over the table so that its origin ends in ``region``."""
+    prof = brain.profile
+    body = w.bodies[a]
+    rg = w.regions[region]
+    target = np.asarray(rg["centre"], float)[:2]
+    delta = target - body.pos[:2]
+    dist = float(np.linalg.norm(delta))
+    if dist < PUSH_TOL_M:
+        return [], True
+    u = delta / dist
+    pts = pp.corners(w, a)
+    lo, hi = pp.extent_along(pts, math.atan2(u[1], u[0]))
+    back = float(body.pos[:2] @ u) - lo              # origin to the trailing edge
+    table = w.top_under(body.lo[:2] - 0.05, body.hi[:2] + 0.05, exclude=(a,), below=float(body.lo[2]) + 0.005)
+    z = (table if math.isfinite(table) else float(body.lo[2])) + 0.008 + 0.010
+    yaw = math.atan2(u[1], u[0]) + math.pi / 2
+    contact = body.pos[:2] - u * (back + 0.012)
+    behind = np.array([*(contact - u * 0.03), z])
+    cmds: list[dict] = []
+    un, _ = untilt(pose, prof)
+    cmds += un
+    if pose.fraction > 0.1:
+        cmds.append({"op": "gripper", "action": "close"})
+    if not un:
+        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+    bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+    cmds += path_commands(pose.grip, route(w, pose.grip, behind, bundle, exclude=()), prof)
+    end = np.array([*(contact + u * dist), z])
+    cmds += path_commands(behind, [end], prof)
+    cmds += path_commands(end, [end + np.array([0.0, 0.0, 0.05])], prof)
+    return cmds[:prof.limits.max_batch - 1], True
+
+
+# -- verification -----------------------------------------------------------------------------------
+def verify(brain, w: World, pose: pp.Pose, kind: str, name: str, pred) -> tuple[bool, str]:
+    truth = brain._truth(pred) if pred is not None else False
+    a = joint_of(w, name)
+    q = f" (joint at {a.q:.3f})" if a is not None else ""
+    if kind == "open" and a is not None:
+        ok = is_open(a)
+        return ok, f"the {name} is {'open' if ok else 'NOT open'}{q}"
+    return truth, f"predicate ({' '.join(pred)}) is {'true' if truth else 'false'}{q}"

@@ -1,0 +1,273 @@
+"""The oracle brain: a scripted teleoperator that reads PRIVILEGED simulator state.
+
+It answers every role in the same JSON a VLM would, through the same parse path, from the task's
+BDDL goal and the true scene geometry (``Scene.world()``). It exists to test and measure the stack
+without a VLM and as its upper bound: it acts only through the command vocabulary and the
+Controller (move / rotate / gripper / wait / done, validated like any VLM's batch), never by
+writing simulator state. Every answer carries ``"source": "oracle"``; every result it produces is
+labelled ``privileged``.
+
+Goal predicates it scripts (every one of the four LIBERO base suites and their PRO variants):
+``On`` / ``In`` (pick and place, or a push for a flat object), ``Open`` / ``Close`` (drawers: a
+pinch of the handle bar and a pull, or a push; hinged doors: a push along the door's arc),
+``TurnOn`` / ``TurnOff`` (a knob: straddle its bar, twist the wrist), and conjunctions of them,
+ordered so that nothing blocks what comes after (a drawer is opened before something goes in,
+closed after).
+
+The Executor is closed-loop: every batch is computed afresh from the current poses, so a slip or
+a disturbance is answered by the next batch. Monitor and Memory answers use only the measured
+state in their prompts, never the scene, so they can run on their own threads.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from ... import SCHEMA_VERSION
+from ..base import Brain, BrainReply, BrainRequest
+from . import articulated as art
+from . import pickplace as pp
+from .motion import path_commands, route, rotations
+from .world import MAX_GAP_M, World, gripper_boxes
+
+APPROACH_M = 0.05          # pre-grasp height above the grasp point
+HOLD_MIN_MM = pp.HOLD_MIN_MM
+RELEASE_M = pp.RELEASE_M
+ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
+
+
+class OracleBrain(Brain):
+    name = "oracle"
+    privileged = True
+
+    def __init__(self, scene, profile):
+        self.scene = scene
+        self.profile = profile
+        self.specs: dict = {}       # subgoal id -> (kind, object or None, target, predicate)
+        self.plans = 0
+
+    def respond(self, req: BrainRequest) -> BrainReply:
+        t0 = time.perf_counter()
+        obj = getattr(self, f"_{req.role}")(req.context)
+        obj = {"schema_version": SCHEMA_VERSION, "source": "oracle", **obj}
+        return BrainReply(json.dumps(obj), "oracle", time.perf_counter() - t0, privileged=True)
+
+    # -- privileged views ---------------------------------------------------------------------
+    def world(self) -> World:
+        return World.from_data(self.scene.world())
+
+    def _truth(self, pred) -> bool:
+        return bool(self.scene.predicate(pred))
+
+    # -- planner --------------------------------------------------------------------------------
+    def _planner(self, ctx: dict) -> dict:
+        self.plans += 1
+        w = self.world()
+        pose = pp.Pose.from_state(json.loads(ctx["state"]))
+        todo = sorted((p for p in self.scene.goal_state if not self._truth(p)),
+                      key=lambda p: ORDER.get(p[0].lower(), 2))
+        steps: list[tuple] = []          # (kind, a, b, pred, description, criterion)
+        opened: set = set()
+        for pred in todo:
+            op = pred[0].lower()
+            if op in ("on", "in") and len(pred) == 3:
+                a, b = pred[1], pred[2]
+                joint = w.joint_for_region(b)
+                if op == "in" and joint is not None and joint.type == "slide" and not art.is_open(joint) \
+                        and b not in opened:
+                    steps.append(("open", None, b, ["open", b], f"open the drawer of the {b}",
+                                  f"the drawer holding the {b} is pulled open"))
+                    opened.add(b)
+                rel = "on" if op == "on" else "into"
+                if art.flat(w, a) and op == "on" and b in w.regions:
+                    steps.append(("push", a, b, pred, f"push the {a} {rel} the {b}",
+                                  f"the {a} rests {rel} the {b}"))
+                    continue
+                if not pp.held(w, a, pose, self.profile):
+                    steps.append(("grasp", a, b, pred, f"grasp the {a}", f"the {a} is held between the closed fingers"))
+                steps.append(("carry", a, b, pred, f"lift the {a} and carry it above the {b}",
+                              f"the {a} is held clear above the {b}"))
+                steps.append(("place", a, b, pred, f"lower the {a} {rel} the {b} and release it",
+                              f"the {a} rests {rel} the {b} and the gripper is open"))
+                pose = pp.Pose(pose.grip, pose.yaw, 78.0, 1.0, pose.j7_deg)   # later objects: hand empty
+            elif op in ("open", "close", "turnon", "turnoff") and len(pred) == 2:
+                if op == "open" and pred[1] in opened:
+                    continue
+                steps.append((op, None, pred[1], pred, art.describe(op, pred[1]), art.criterion(op, pred[1])))
+            else:
+                steps.append(("unsupported", None, None, pred, f"achieve ({' '.join(pred)})",
+                              f"({' '.join(pred)}) holds; the oracle has no script for '{op}' goals"))
+        subgoals = []
+        for j, (kind, a, b, pred, desc, crit) in enumerate(steps):
+            sid = f"p{self.plans}s{j}{kind[:2]}"
+            self.specs[sid] = (kind, a, b, pred)
+            subgoals.append({"id": sid, "description": desc, "success_criterion": crit})
+        if not subgoals:
+            subgoals = [{"id": f"p{self.plans}done", "description": "confirm the task is complete",
+                         "success_criterion": "every goal predicate holds"}]
+            self.specs[subgoals[0]["id"]] = ("confirm", None, None, None)
+        return {"reasoning": f"BDDL goal {self.scene.goal_state} (privileged)", "subgoals": subgoals}
+
+    # -- executor -------------------------------------------------------------------------------
+    def _executor(self, ctx: dict) -> dict:
+        kind, a, b, pred = self.specs.get(ctx["subgoal_id"], ("unknown", None, None, None))
+        pose = pp.Pose.from_state(json.loads(ctx["state"]))
+        w = self.world()
+        fn = getattr(self, f"_x_{kind}", None)
+        if fn is not None:
+            cmds, done = fn(w, pose, a, b, pred)
+        else:
+            cmds, done = [], True
+        return {"rationale": f"{kind} {a or ''} -> {b or ''} from privileged object poses",
+                "commands": self._fit(cmds, done)}
+
+    def _fit(self, cmds: list[dict], done: bool) -> list[dict]:
+        m = self.profile.limits.max_batch
+        if done and len(cmds) < m:
+            return cmds + [{"op": "done"}]
+        return cmds[:m] or [{"op": "wait", "seconds": 0.1}]
+
+    def _x_grasp(self, w: World, pose: pp.Pose, a, b, pred):
+        prof = self.profile
+        if pp.held(w, a, pose, prof):
+            return [], True
+        if pose.fraction < 0.5:                       # closed on nothing: open and back off first
+            return [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [pose.grip + [0, 0, 0.04]], prof), False
+        target = pp.place_target(w, a, pred) if pred is not None and pred[0].lower() in ("on", "in") else None
+        g = pp.choose(w, a, pose, prof, target)
+        if g is None:
+            return [], True
+        cmds: list[dict] = []
+        if pose.fraction < 0.95:
+            cmds.append({"op": "gripper", "action": "open"})
+        pre = g.point + [0, 0, APPROACH_M]
+        turn = rotations("yaw", g.sep_yaw - pose.yaw, prof)
+        p = pose.grip
+        if turn and w.clearance(gripper_boxes(p, g.sep_yaw, MAX_GAP_M)) < 0.01:
+            up = np.array([p[0], p[1], max(p[2], pre[2])])   # turn where the hand has room to sweep
+            cmds += path_commands(p, [up], prof)
+            p = up
+        cmds += turn
+        bundle = gripper_boxes(np.zeros(3), g.sep_yaw, MAX_GAP_M)
+        cmds += path_commands(p, route(w, p, pre, bundle, exclude=(a,)), prof)
+        cmds += path_commands(pre, [g.point], prof)
+        cmds.append({"op": "gripper", "action": "close"})
+        if len(cmds) + 1 > prof.limits.max_batch:      # approach now, descend and close next batch
+            return cmds[:-2] if len(cmds) > 2 else cmds, False
+        return cmds, True
+
+    def _x_carry(self, w: World, pose: pp.Pose, a, b, pred):
+        prof = self.profile
+        if not pp.held(w, a, pose, prof):
+            return [{"op": "gripper", "action": "open"}], True    # lost it: claim and let the Verifier say no
+        target = pp.place_target(w, a, pred)
+        rel = w.bodies[a].pos - pose.grip
+        goal = pp.grip_at(target, rel, lift=pp.HOVER_M)
+        bundle = pp.bundle(w, a, pose)
+        lift = np.array([pose.grip[0], pose.grip[1], pose.grip[2] + 0.02])   # off the support first
+        pts = [lift] + route(w, lift, goal, bundle, exclude=(a,))
+        return path_commands(pose.grip, pts, prof), True
+
+    def _x_place(self, w: World, pose: pp.Pose, a, b, pred):
+        prof = self.profile
+        cmds: list[dict] = []
+        if pp.held(w, a, pose, prof):
+            target = pp.place_target(w, a, pred)
+            rel = w.bodies[a].pos - pose.grip
+            goal = pp.grip_at(target, rel)
+            off = np.linalg.norm((goal - pose.grip)[:2])
+            if off > pp.ORIGIN_TOL_M:                  # drifted: re-align above first
+                above = np.array([goal[0], goal[1], max(goal[2] + pp.HOVER_M, pose.grip[2])])
+                cmds += path_commands(pose.grip, route(w, pose.grip, above, pp.bundle(w, a, pose), (a,)), prof)
+                cmds += path_commands(above, [goal], prof)
+            elif goal[2] < pose.grip[2]:
+                cmds += path_commands(pose.grip, [goal], prof)
+        cmds.append({"op": "gripper", "action": "open"})
+        return cmds, True
+
+    def _x_confirm(self, w, pose, a, b, pred):
+        return [], True
+
+    def _x_unsupported(self, w, pose, a, b, pred):
+        return [], True
+
+    def _x_push(self, w: World, pose: pp.Pose, a, b, pred):
+        return art.push(self, w, pose, a, b, pred)
+
+    def _x_open(self, w, pose, a, b, pred):
+        return art.drawer(self, w, pose, b, opening=True)
+
+    def _x_close(self, w, pose, a, b, pred):
+        return art.close(self, w, pose, b)
+
+    def _x_turnon(self, w, pose, a, b, pred):
+        return art.knob(self, w, pose, b, on=True)
+
+    def _x_turnoff(self, w, pose, a, b, pred):
+        return art.knob(self, w, pose, b, on=False)
+
+    # -- verifier -------------------------------------------------------------------------------
+    def _verifier(self, ctx: dict) -> dict:
+        kind, a, b, pred = self.specs.get(ctx["subgoal_id"], ("unknown", None, None, None))
+        state = json.loads(ctx["state"])
+        pose = pp.Pose.from_state(state)
+        w = self.world()
+        if kind == "grasp":
+            ok = pp.held(w, a, pose, self.profile)
+            ev = f"{a} {'is' if ok else 'is NOT'} between the fingers (gap {pose.width_mm:.1f} mm)"
+        elif kind == "carry":
+            target = pp.place_target(w, a, pred)
+            body = w.bodies[a]
+            dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
+            is_held = pp.held(w, a, pose, self.profile)
+            ok = is_held and dxy < pp.ORIGIN_TOL_M + 0.005 and body.lo[2] > target.support_z
+            ev = f"{a} held={is_held}, its origin {dxy * 1000:.0f} mm from over the {b}'s target"
+        elif kind in ("place", "push"):
+            truth = self._truth(pred)
+            released = not pp.held(w, a, pose, self.profile)
+            ok = truth and released
+            ev = f"predicate ({' '.join(pred)}) is {'true' if truth else 'false'}" + \
+                 ("" if released else f"; the {a} is still gripped")
+        elif kind in ("open", "close", "turnon", "turnoff"):
+            ok, ev = art.verify(self, w, pose, kind, b, pred)
+        elif kind == "unsupported":
+            ok = self._truth(pred)
+            ev = f"predicate ({' '.join(pred)}) is {'true' if ok else 'false'}"
+        else:
+            ok = all(self._truth(p) for p in self.scene.goal_state)
+            ev = f"goal predicates {'all hold' if ok else 'do not all hold'}"
+        return {"achieved": bool(ok), "evidence": ev + " (privileged simulator state)"}
+
+    # -- monitor and memory (measured state only) ---------------------------------------------
+    def _monitor(self, ctx: dict) -> dict:
+        st = ctx.get("state", {})
+        st = json.loads(st) if isinstance(st, str) else st
+        last = ctx.get("last_command", {}).get("command", {})
+        width = float(st.get("gripper_width_mm", 99.0))
+        kind = self.specs.get(ctx.get("subgoal_id"), ("",))[0]
+        if last.get("op") == "gripper" and last.get("action") == "close" and width < HOLD_MIN_MM \
+                and kind == "grasp":
+            return {"cancel": True, "reason": f"grasp missed: the fingers closed to {width:.1f} mm"}
+        if kind == "carry" and width < HOLD_MIN_MM:
+            return {"cancel": True, "reason": f"object dropped: finger gap {width:.1f} mm while carrying"}
+        return {"cancel": False, "reason": "nominal"}
+
+    def _memory(self, ctx: dict) -> dict:
+        events = ctx.get("event_list", [])
+        prev = ctx.get("memory", "")
+        facts = []
+        for e in events:
+            if e["kind"] == "report" and e.get("status") != "done":
+                facts.append(f"batch {e.get('batch_id')} on {e.get('subgoal_id')}: {e.get('status')} "
+                             f"({(e.get('reason') or '')[:120]})")
+            elif e["kind"] == "verdict":
+                facts.append(f"{e.get('subgoal_id')}: {'verified' if e.get('achieved') else 'rejected'}")
+            elif e["kind"] == "monitor_cancel":
+                facts.append(f"monitor cancelled {e.get('batch_id')}: {e.get('reason')}")
+        n = sum(1 for e in events if e["kind"] == "report")
+        summary = (prev if prev and prev != "nothing yet" else "Episode log.")[:1500]
+        summary = f"{summary} +{n} batch(es)."[-1800:]
+        return {"summary": summary, "facts": facts[-10:]}
+

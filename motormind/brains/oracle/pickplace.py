@@ -1,0 +1,216 @@
+"""Pick and place from privileged geometry: which grasp, where the object goes, is it held.
+
+Grasps are top-down. A *straddle* grasp closes the fingers across an object narrower than the
+finger gap (along the direction where it is narrowest that the scene leaves room for); a *rim*
+grasp pinches the wall of a wide hollow object (a bowl, a mug) on the side with the most room.
+Every candidate is scored by the clearance of the open gripper at the grasp and of the closed
+gripper where the object will be released (the hand is 21 cm wide along the finger axis: a rim
+grasp on the wrong side puts it into the cabinet next to the plate). Both finger orientations of
+a grasp are the same grasp; the one nearer the wrist's current yaw is used, within the wrist
+joint's range.
+
+LIBERO's predicates test the object's body origin (``Body.pos``): ``On A B`` (an object) wants A's
+origin within 3 cm of B's in xy, above it, touching; ``On A region`` the origin over the region's
+top face; ``In A region`` the origin inside the region's box.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .world import MAX_GAP_M, World, gripper_boxes, wrap
+
+STRADDLE_MAX_M = 0.066     # widest object the open fingers straddle with room on both sides
+RIM_INSET_M = 0.008        # a rim grasp's point inside the wall's outer face
+RIM_DEPTH_M = 0.022        # ... and below the rim's top
+GRASP_DEPTH_M = 0.03       # a straddle grasp this far below the object's top ...
+GRASP_FLOOR_M = 0.011      # ... but the grip site at least this far above its bottom
+RELEASE_M = 0.012          # release with the object's bottom this far above the support
+HOVER_M = 0.025            # the carry ends with the object's bottom this far above the release
+HOLD_MIN_MM = 2.5          # a closed gripper narrower than this holds nothing
+J7_LIMIT_DEG = 160.0       # the Panda's wrist joint (joint 7) stops at about +-166 deg
+ORIGIN_TOL_M = 0.015       # a carry is done with the origin this close over its target
+
+
+@dataclass
+class Grasp:
+    point: np.ndarray          # grip site, base frame
+    sep_yaw: float             # finger separation direction (rad from +x); sep_yaw + pi is the same grasp
+    kind: str                  # straddle | rim
+    width_m: float             # the object's width between the fingers
+    score: float = 0.0
+
+
+@dataclass
+class Pose:
+    grip: np.ndarray
+    yaw: float                 # grip-site yaw = the finger separation direction
+    width_mm: float
+    fraction: float
+    j7_deg: float | None
+    rot: np.ndarray | None = None    # grip-site frame: x = finger separation, z = approach (down at rest)
+
+    @classmethod
+    def from_state(cls, st: dict) -> "Pose":
+        from ...geometry import quat_to_mat
+        j = st.get("joints_deg") or []
+        return cls(np.asarray(st["eef_pos_mm"], float) / 1000.0, math.radians(float(st["eef_yaw_deg"])),
+                   float(st["gripper_width_mm"]), float(st["gripper_fraction"]),
+                   float(j[6]) if len(j) >= 7 else None, quat_to_mat(st["eef_quat_xyzw"]))
+
+    @property
+    def approach(self) -> np.ndarray:
+        return np.array([0.0, 0.0, -1.0]) if self.rot is None else self.rot[:, 2]
+
+    @property
+    def tilt(self) -> float:
+        """Angle (rad) of the approach axis from straight down."""
+        return math.acos(float(np.clip(-self.approach[2], -1.0, 1.0)))
+
+
+def corners(world: World, name: str) -> np.ndarray:
+    """The 8 corners of a body's oriented box, base frame."""
+    b = world.bodies[name]
+    lo, hi = b.local_lo, b.local_hi
+    local = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+    return b.pos + local @ b.rot.T
+
+
+def extent_along(pts: np.ndarray, yaw: float) -> tuple[float, float]:
+    u = np.array([math.cos(yaw), math.sin(yaw)])
+    d = pts[:, :2] @ u
+    return float(d.min()), float(d.max())
+
+
+def held(world: World, a: str, pose: Pose, profile) -> bool:
+    """``a`` between the closed fingers: the grip site inside its (grown) box and a gap that holds."""
+    b = world.bodies[a]
+    lo, hi = b.lo - 0.02, b.hi + 0.02
+    inside = bool(np.all(pose.grip >= lo) and np.all(pose.grip <= hi))
+    return inside and HOLD_MIN_MM < pose.width_mm < profile.gripper_max_width_mm - 4.0
+
+
+def _yaws(pts: np.ndarray, body) -> list[float]:
+    base = [0.0, math.pi / 2, math.pi / 4, -math.pi / 4]
+    if body.upright:
+        ax = math.atan2(body.rot[1, 0], body.rot[0, 0])
+        base = [ax, ax + math.pi / 2] + base
+    return base
+
+
+def candidates(world: World, a: str) -> list[Grasp]:
+    b = world.bodies[a]
+    pts = corners(world, a)
+    out: list[Grasp] = []
+    z_top, z_bot = float(b.hi[2]), float(b.lo[2])
+    for yaw in _yaws(pts, b):
+        lo, hi = extent_along(pts, yaw)
+        w = hi - lo
+        if w <= STRADDLE_MAX_M:
+            u = np.array([math.cos(yaw), math.sin(yaw)])
+            v = np.array([-u[1], u[0]])
+            vlo, vhi = extent_along(pts, yaw + math.pi / 2)
+            xy = u * (lo + hi) / 2 + v * (vlo + vhi) / 2
+            z = max(z_bot + GRASP_FLOOR_M, z_top - GRASP_DEPTH_M)
+            out.append(Grasp(np.array([xy[0], xy[1], z]), yaw, "straddle", w))
+    if not out:                                  # wide: pinch the wall, fingers across it (radially)
+        for yaw in _yaws(pts, b):
+            u = np.array([math.cos(yaw), math.sin(yaw)])
+            v = np.array([-u[1], u[0]])
+            lo, hi = extent_along(pts, yaw)
+            vlo, vhi = extent_along(pts, yaw + math.pi / 2)
+            centre = u * (lo + hi) / 2 + v * (vlo + vhi) / 2
+            r = (hi - lo) / 2 - RIM_INSET_M
+            for sign in (1.0, -1.0):
+                xy = centre + sign * r * u
+                z = max(z_bot + GRASP_FLOOR_M, z_top - RIM_DEPTH_M)
+                out.append(Grasp(np.array([xy[0], xy[1], z]), yaw, "rim", 2 * RIM_INSET_M))
+    return out
+
+
+def orient(grasp_yaw: float, pose: Pose) -> float:
+    """Of the two finger orientations of a grasp, the one the wrist reaches with the smaller turn
+    that keeps joint 7 inside its range (yaw +d turns joint 7 by about -d)."""
+    best = None
+    for y in (grasp_yaw, grasp_yaw + math.pi):
+        d = wrap(y - pose.yaw)
+        if pose.j7_deg is not None and abs(pose.j7_deg - math.degrees(d)) > J7_LIMIT_DEG:
+            continue
+        if best is None or abs(d) < abs(best):
+            best = d
+    if best is None:                             # neither within the range: the smaller overshoot
+        best = min((wrap(y - pose.yaw) for y in (grasp_yaw, grasp_yaw + math.pi)),
+                   key=lambda d: abs(pose.j7_deg - math.degrees(d)))
+    return pose.yaw + best
+
+
+@dataclass
+class Target:
+    origin: np.ndarray         # where the object's body origin goes (xy; z = its height at release)
+    support_z: float           # the surface it is released onto
+    exclude: tuple             # bodies the carried object may touch at the end (the support)
+
+
+def place_target(world: World, a: str, pred) -> Target:
+    op, b = pred[0].lower(), pred[2]
+    body = world.bodies[a]
+    foot = np.array([body.lo[:2] - body.pos[:2], body.hi[:2] - body.pos[:2]])   # footprint around the origin
+    shrink = np.array([[0.006, 0.006], [-0.006, -0.006]])
+    if b in world.regions:
+        rg = world.regions[b]
+        xy = np.asarray(rg["centre"], float)[:2]
+        below = float(rg["centre"][2]) if op == "in" else float(rg["hi"][2]) + 0.02
+    else:
+        tb = world.bodies[b]
+        xy = tb.pos[:2].copy()
+        below = float(tb.hi[2]) + 0.001
+    fp = foot + shrink + xy
+    support = world.top_under(fp[0], fp[1], exclude=(a,), below=below)
+    if not math.isfinite(support):
+        support = float(body.lo[2])
+    bottom_off = float(body.lo[2] - body.pos[2])
+    origin = np.array([xy[0], xy[1], support + RELEASE_M - bottom_off])
+    return Target(origin, support, (a,))
+
+
+def grip_at(target: Target, grasp_rel: np.ndarray, lift: float = 0.0) -> np.ndarray:
+    """The grip point that puts the object's origin at the target (``grasp_rel`` = origin - grip)."""
+    return target.origin - grasp_rel + np.array([0.0, 0.0, lift])
+
+
+def choose(world: World, a: str, pose: Pose, profile, target: Target | None) -> Grasp | None:
+    """The best-scoring grasp of ``a``: clearance at the grasp (open fingers) and at the release."""
+    body = world.bodies[a]
+    best = None
+    for g in candidates(world, a):
+        yaw = orient(g.sep_yaw, pose)
+        clear_g = world.clearance(gripper_boxes(g.point, yaw, MAX_GAP_M), exclude=(a,))
+        clear_pre = world.clearance(gripper_boxes(g.point + [0, 0, 0.05], yaw, MAX_GAP_M), exclude=(a,))
+        score = min(clear_g, clear_pre + 0.01)
+        if target is not None:
+            rel = body.pos - g.point
+            gp = grip_at(target, rel)
+            clear_p = world.clearance(gripper_boxes(gp, yaw, max(g.width_m, 0.01)), exclude=(a,))
+            score = min(score, clear_p)
+            if _outside(profile, gp):
+                score -= 1.0
+        score -= 0.002 * abs(math.degrees(wrap(yaw - pose.yaw))) / 45.0    # prefer less wrist turning
+        if g.kind == "rim":
+            score -= 0.003
+        cand = Grasp(g.point, yaw, g.kind, g.width_m, score)
+        if best is None or cand.score > best.score:
+            best = cand
+    return best
+
+
+def _outside(profile, p_m) -> bool:
+    return bool(profile.in_workspace(np.asarray(p_m) * 1000.0))
+
+
+def bundle(world: World, a: str, pose: Pose) -> np.ndarray:
+    """The closed gripper and the held object's boxes, relative to the grip site."""
+    b = world.bodies[a]
+    g = gripper_boxes(np.zeros(3), pose.yaw, max(pose.width_mm / 1000.0, 0.005))
+    return np.concatenate([g, b.boxes - pose.grip]) if len(b.boxes) else g
