@@ -430,8 +430,9 @@ class EpisodeBook:
         if not self.outcome:
             self.outcome, self.reason = outcome, reason
 
-    def check(self, steps: int, success: bool, stop_reason: str = "") -> bool:
-        """Before each batch: True (and the outcome set) when the episode is over."""
+    def check(self, steps: int, success: bool, stop_reason: str = "", unfit: str = "") -> bool:
+        """Before each batch: True (and the outcome set) when the episode is over. ``unfit``: why
+        the brain cannot be used (``Brain.unfit``, e.g. its endpoint ignores images)."""
         cfg = self.cfg
         budget = cfg.max_steps
         if self.outcome:
@@ -440,6 +441,8 @@ class EpisodeBook:
             self.finish("success", "the task's success check holds")
         elif stop_reason:
             self.finish("stopped", stop_reason)
+        elif unfit:
+            self.on_unfit(unfit)
         elif budget is not None and steps >= budget:
             self.finish("step_budget", f"step budget of {budget} control steps used")
         elif self.clock() - self.t0 > cfg.wall_budget_s:
@@ -447,6 +450,13 @@ class EpisodeBook:
         elif self.batches >= cfg.max_batches:
             self.finish("batch_budget", f"{cfg.max_batches} batches proposed")
         return bool(self.outcome)
+
+    def on_unfit(self, why: str) -> bool:
+        """The brain found itself unfit: the episode ends, nothing more is asked of it. True when
+        ``why`` says so (an empty reason changes nothing)."""
+        if why:
+            self.finish("gave_up", f"the VLM endpoint is unfit ({why}); nothing more was asked of it")
+        return bool(why)
 
     def next_batch_id(self) -> str:
         self.batches += 1

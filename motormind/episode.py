@@ -59,7 +59,8 @@ def make_brain(name: str, robot, profile, vlm: str | None = None, vlm_set=(), re
 def vlm_totals(rec: Recorder) -> dict:
     """A listener that totals the record's VLM calls (cost, retries, repairs, fail-safes)."""
     tot = {"calls": 0, "ok": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
-           "retries": 0, "repairs": 0, "failed_safe": 0, "transport_failures": 0, "server_faults": 0}
+           "retries": 0, "repairs": 0, "failed_safe": 0, "transport_failures": 0, "server_faults": 0,
+           "quirks": {}, "server_quirks": 0}
 
     def listen(ev: dict) -> None:
         k = ev["kind"]
@@ -81,6 +82,11 @@ def vlm_totals(rec: Recorder) -> dict:
             tot["failed_safe"] += 1
         elif k == "serve_fault":
             tot["server_faults"] += 1
+        elif k == "vlm_quirk":          # what the openai brain handled of a server's ways (brains/openai_brain.py)
+            q = str(ev.get("quirk", "?"))
+            tot["quirks"][q] = tot["quirks"].get(q, 0) + 1
+        elif k == "serve_quirk":        # what serve-brain emulated (serve/quirks.py)
+            tot["server_quirks"] += 1
     rec.listeners.append(listen)
     return tot
 

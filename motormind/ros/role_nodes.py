@@ -309,7 +309,7 @@ class ExecutorNode(RoleNode):
                     self.say("paused by the operator: holding before the next batch")
                 return
             success, steps = self._evaluate()
-            if book.check(steps, success, ""):
+            if book.check(steps, success, "", getattr(self.brain, "unfit", "")):
                 return self._end()
             sg = self.component.subgoal
             bid = book.next_batch_id()
