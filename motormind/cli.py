@@ -35,6 +35,7 @@ def _run(args) -> int:
 # parser and sets ``fn``. Modules are imported lazily only to register (they must import lightly).
 PLUGINS = [
     "motormind.serve.cli",        # serve-brain: the local OpenAI-compatible server
+    "motormind.brains.check",     # vlm check: is an endpoint fit to drive a robot?
     "motormind.evaluate.cli",     # eval: LIBERO-PRO evaluation at scale
     "motormind.diagnose.cli",     # diagnose: the VLM skill diagnostic
     "motormind.sim.xarm_emulator.cli",  # emulate: the xArm6 controller emulator

@@ -134,7 +134,8 @@ def probe_images(brain, names: list[str], shape) -> ProbeResult:
     try:
         seen, _ = ask(imgs)
     except BrainUnfit as e:
-        res.verdict, res.quirk, res.message = "unfit", e.quirk or "images_refused", str(e)
+        res.verdict, res.quirk = "unfit", e.quirk or "images_refused"
+        res.message = str(e).removeprefix(f"{res.quirk}: ")
         res.latency_s = round(time.perf_counter() - t0, 3)
         return res
     except MotorMindError as e:

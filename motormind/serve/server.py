@@ -443,7 +443,7 @@ class BrainServer:
         total = 0
         for img in images.values():
             h, w = np.asarray(img).shape[:2]
-            t = fit_image(self.family, w, h).tokens
+            t = fit_image(self.family, w, h, max(w, h)).tokens      # the image as it came
             total += 85 if t is None else t
         return total
 
@@ -464,7 +464,7 @@ class BrainServer:
             dot = find_dot(imgs[0])
             if dot is not None:
                 if self.family == "qwen2.5-vl":
-                    t = fit_image(self.family, w, h)
+                    t = fit_image(self.family, w, h, max(w, h))
                     x, y = dot[0] * t.width / w, dot[1] * t.height / h
                 else:
                     x, y = dot[0] / w * 1000.0, dot[1] / h * 1000.0
