@@ -31,6 +31,7 @@ from typing import Callable
 from . import SCHEMA_VERSION
 from .roles.planner import Subgoal
 from .roles.verifier import Verdict
+from .views import describe as describe_views
 
 
 @dataclass
@@ -102,10 +103,12 @@ def verdict_from_json(d: dict) -> Verdict:
 class Context:
     """What every role's prompt is rendered from: the robot profile, the instruction, memory."""
 
-    def __init__(self, profile, instruction: str, memory_text: Callable[[], str] | None = None):
+    def __init__(self, profile, instruction: str, memory_text: Callable[[], str] | None = None,
+                 camera_names=None):
         self.profile = profile
         self.instruction = instruction
         self.memory_text = memory_text or (lambda: "(memory disabled)")
+        self.camera_names = camera_names    # the robot's cameras (None: every camera the profile describes)
 
     def base(self, state: dict, plan: list[Subgoal]) -> dict:
         p = self.profile
@@ -115,6 +118,7 @@ class Context:
             "rotation_frame": p.rotation_frame, "limits": json.dumps(p.describe_limits()),
             "state": json.dumps(state), "memory": self.memory_text(),
             "plan": json.dumps([asdict(s) for s in plan]),
+            "cameras": describe_views(p.cameras, p.directions, self.camera_names),
         }
 
 

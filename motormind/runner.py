@@ -60,7 +60,8 @@ class EpisodeRunner:
         self.verifier = Verifier(brain, rec)
         self.monitor = Monitor(brain, rec) if self.cfg.monitor else None
         self.memory = Memory(brain, rec, instruction) if self.cfg.memory else None
-        self.context = Context(self.profile, instruction, self._memory_text)
+        self.context = Context(self.profile, instruction, self._memory_text,
+                               list(getattr(robot, "camera_names", None) or []) or None)
         self.book = EpisodeBook(self.cfg)
         self.t0 = self.book.t0
         self.planner_c = PlannerComponent(self.planner, self.cfg, self.context, self._emit, self._say)
