@@ -112,8 +112,9 @@ def test_a_truncated_answer_is_asked_again_with_more_tokens():
     assert json.loads(reply.text) == BATCH                   # the second answer, complete
     q = reply.meta["quirks"][0]
     assert q["quirk"] == "truncated" and q["action"] == "asked again at once with max_tokens 600"
-    bodies = [e for e in srv.log]
-    assert len(bodies) == 2 and reply.meta["first_answer"] and reply.meta["finish_reason"] == "stop"
+    assert len(srv.log) == 2 and reply.meta["first_answer"] and reply.meta["finish_reason"] == "stop"
+    assert [d["error"] for kind, d in events if kind == "vlm_retry"] == ["quirk_truncated"]   # counted as a retry
+    assert reply.meta["attempts"] == 2 and brain.totals["retries"] == 1
 
 
 def test_a_truncated_answer_is_never_completed_by_guessing():

@@ -480,6 +480,10 @@ class OpenAIBrain(Brain):
         if retry is not None:               # one more request for a truncated or flooded answer
             first = out
             kw = retry
+            self.on_event("vlm_retry", role=req.role, prompt=req.prompt_name, attempt=len(attempts),
+                          error=f"quirk_{quirks[-1]['quirk']}", backoff_s=0.0, note=notes[-1])
+            with self._lock:
+                self.totals["retries"] += 1
             comp, headers, ta = self._send(req, kw, attempts, notes, n_images)
             out = self._read(req, kw, comp, quirks)
             out["first_answer"] = first["text"][:300]
@@ -490,7 +494,7 @@ class OpenAIBrain(Brain):
         tin = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
         tout = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
         extra = (getattr(comp, "model_extra", None) or {}).get("motormind") or {}
-        n_calls = len(attempts) + 1
+        n_calls = len(attempts) + (1 if retry is None else 2)     # every HTTP request this call made
         meta: dict = {"model": comp.model, "request_id": comp.id, "attempts": n_calls,
                       "finish_reason": out["finish_reason"], "answer_from": out["answer_from"],
                       "structured_output": "response_format" in kw and kw["response_format"]["type"] or "none",
