@@ -75,6 +75,11 @@ def _noop(*_a, **_k) -> None:
     return None
 
 
+def unfit_reason(why: str) -> str:
+    """How an episode ends when its brain found itself unfit (``Brain.unfit``)."""
+    return f"the VLM endpoint is unfit ({why}); nothing more was asked of it"
+
+
 def brief_report(rep: dict | None) -> str:
     """A report as the Executor and Verifier read it (``rep``: ``Report.to_json()``)."""
     if rep is None:
@@ -205,10 +210,15 @@ class PlannerComponent:
 
     def _decide(self, plan, brain: str, privileged: bool, reason: str, fail_reason: str) -> PlanDecision:
         if plan is None:
-            return self._decision("gave_up", fail_reason)
+            why = getattr(getattr(self.planner, "brain", None), "unfit", "")
+            return self._decision("gave_up", unfit_reason(why) if why else fail_reason)
         self.plan_id += 1
         self.plan = list(plan)
         return self._decision("plan", reason, brain, privileged)
+
+    def give_up(self, reason: str) -> PlanDecision:
+        """No plan at all (the brain is unfit before the first one)."""
+        return self._decision("gave_up", reason)
 
     def start(self, state: dict, images: dict) -> PlanDecision:
         plan, brain, priv = self._ask(state, images, "")
@@ -459,7 +469,7 @@ class EpisodeBook:
         """The brain found itself unfit: the episode ends, nothing more is asked of it. True when
         ``why`` says so (an empty reason changes nothing)."""
         if why:
-            self.finish("gave_up", f"the VLM endpoint is unfit ({why}); nothing more was asked of it")
+            self.finish("gave_up", unfit_reason(why))
         return bool(why)
 
     def next_batch_id(self) -> str:
