@@ -111,3 +111,27 @@ def test_the_command_line(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 1 and "verdict: USABLE" in out and "max_tokens: 2048" in out and "WARN quirk:truncated" in out
     assert json.loads((tmp_path / "rep.json").read_text())["changes"] == {"max_tokens": 2048}
+
+
+def test_the_check_against_a_standalone_serve_brain_process(tmp_path):
+    """The user's flow: serve-brain in its own process with a quirk and a family, then the check."""
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-m", "motormind.cli", "serve-brain", "--backend", "reach", "--port", "0",
+                          "--quirk", "answer_in_reasoning=1", "--family", "qwen3-vl", "--quiet"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = p.stdout.readline().strip()
+        cfg = tmp_path / "vlm.yaml"
+        cfg.write_text(yaml.safe_dump({"base_url": url, "model": "motormind-reach", "api_key": "local",
+                                       "api_key_env": None, "send_context": True, "image_rules": "qwen3-vl",
+                                       "timeout_s": 20.0, "retries": 1}))
+        r = subprocess.run([sys.executable, "-m", "motormind.cli", "vlm", "check", "--vlm", str(cfg)],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        p.terminate()
+        _, err = p.communicate(timeout=10)
+    assert "emulating quirks" in err
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "verdict: READY" in r.stdout and "WARN quirk:answer_in_reasoning" in r.stdout
+    assert "196 tokens at 448 px" in r.stdout            # Qwen3-VL: 14 x 14 blocks of 32 px

@@ -175,7 +175,14 @@ class Checker:
         from .probe import probe_images
         full = self.probe.image_tokens
         half_size = max(16, self.size // 2)
-        half = probe_images(self.brain, self.cameras[:1], (half_size, half_size)).image_tokens
+        cfg = self.brain.cfg
+        saved = cfg.image_rules, cfg.image_size, dict(cfg.roles)
+        cfg.image_rules, cfg.image_size = "generic", None        # sent as they are: the server's rule alone
+        cfg.roles = {k: {kk: vv for kk, vv in v.items() if kk != "image_size"} for k, v in cfg.roles.items()}
+        try:
+            half = probe_images(self.brain, self.cameras[:1], (half_size, half_size)).image_tokens
+        finally:
+            cfg.image_rules, cfg.image_size, cfg.roles = saved
         if full is None or half is None or full < 1:
             self.add("image_sizes", "warn", "the server's usage does not count image tokens; its resize rule is "
                                             "unknown (image_rules unverified)")
