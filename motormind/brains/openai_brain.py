@@ -7,8 +7,8 @@ each field overridable (``--vlm-set key=value``).
 One ``respond`` is one role call:
 
 * messages: the system prompt; the user prompt as the first text part of the user turn, then each
-  image as a text label ("Image 'agentview':") and an ``image_url`` data URL (PNG or JPEG, resized
-  to ``image_size`` on its longest side, ``detail`` as configured); then the request's history (the
+  image as a text label ("Image 'agentview':") and an ``image_url`` data URL (PNG or JPEG, sized by
+  ``image_rules`` / ``image_size``, ``detail`` as configured); then the request's history (the
   role's repair turns) as assistant / user messages.
 * structured output: ``response_format={"type": "json_schema", ...}`` with the role's schema when
   ``structured_output: json_schema``, ``{"type": "json_object"}`` with ``json_object``, nothing with
@@ -21,6 +21,17 @@ One ``respond`` is one role call:
   the role records that and fails safe. Other errors (401, 404, 400) are not retried.
 * accounting: latency (the whole call, retries and backoff included; per attempt in meta), tokens
   from ``usage``, cost when ``prices`` are given (USD per million tokens), finish reason, request id.
+* real servers' ways (docs/vlm-servers.md), each named in ``meta.quirks`` and a ``vlm_quirk`` event:
+  the answer is read where the server put it (``content``, else a reasoning parser's
+  ``reasoning_content`` / ``reasoning``); thinking is stripped; a truncated answer is asked again at
+  once with twice the tokens (never completed by guessing); a whitespace flood under a JSON grammar
+  is asked again without ``response_format``; a json_schema answer that is not bare schema-valid
+  JSON means the server ignores the schema: structured output off, text extraction.
+* images: before the first plan ``preflight`` runs the camera probe (``brains/probe.py``); a server
+  that refuses image parts (HTTP 400/500 naming them), or drops them (the probe's colours, or a
+  call's ``prompt_tokens`` short of the probe's calibration), makes the brain *unfit*: it raises
+  ``BrainUnfit`` and asks that endpoint nothing more, and the episode ends (``Brain.unfit``).
+  Images are sized by the model family's rules (``image_rules``, ``brains/image_sizing.py``).
 
 For MotorMind's own server it can add a ``motormind`` field to the request body (``send_context``:
 the role, prompt name and the structured context the prompt was rendered from; ``send_scene``: a
