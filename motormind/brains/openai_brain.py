@@ -693,8 +693,8 @@ class OpenAIBrain(Brain):
         counted = tin - text
         if counted < 0.5 * n_images * cal["image_tokens"]:
             return (f"{tin} prompt tokens for {chars} characters and {n_images} images: about {text:.0f} for the "
-                    f"text, so {counted:.0f} for the images, not the {n_images * cal['image_tokens']:.0f} the "
-                    "start-up probe measured")
+                    f"text, so {max(0.0, counted):.0f} for the images, not the {n_images * cal['image_tokens']:.0f} "
+                    "the start-up probe measured")
         return ""
 
     def preflight(self, images: dict) -> dict | None:
