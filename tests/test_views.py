@@ -29,6 +29,17 @@ def test_view_sections_are_checked_field_by_field():
             parse_views(bad, DIRS)
 
 
+def test_a_bad_view_in_a_profile_file_names_the_file_and_the_field():
+    import yaml
+
+    from motormind.paths import config_dir
+    from motormind.profile import profile_from_dict
+    d = yaml.safe_load((config_dir() / "robots" / "fake.yaml").read_text())
+    d["cameras"]["front"]["image_up"] = "sideways"
+    with pytest.raises(ConfigError, match=r"^mine.yaml: cameras.front.image_up: \['sideways'\] not among"):
+        profile_from_dict(d, "mine.yaml")
+
+
 def test_every_shipped_profile_describes_its_cameras_or_says_it_does_not():
     lib = load_profile("libero_panda")
     text = describe(lib.cameras, lib.directions)
