@@ -35,6 +35,7 @@ def _run(args) -> int:
 # parser and sets ``fn``. Modules are imported lazily only to register (they must import lightly).
 PLUGINS = [
     "motormind.serve.cli",        # serve-brain: the local OpenAI-compatible server
+    "motormind.brains.check",     # vlm check: is an endpoint fit to drive a robot?
     "motormind.evaluate.cli",     # eval: LIBERO-PRO evaluation at scale
     "motormind.diagnose.cli",     # diagnose: the VLM skill diagnostic
     "motormind.sim.xarm_emulator.cli",  # emulate: the xArm6 controller emulator
@@ -64,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-steps", type=int, default=None,
                    help="control-step budget (default: the suite's standard LIBERO budget)")
     r.add_argument("--wall-budget", type=float, default=900.0, help="wall-clock budget in seconds")
-    r.add_argument("--image-size", type=int, default=128)
+    r.add_argument("--image-size", type=int, default=None,
+                   help="camera render size in px (default: the size the VLM config's model family works on, "
+                        "e.g. 448 for vllm-qwen2.5-vl, 896 for Gemma 3; 128 for the oracle)")
     r.add_argument("--no-images", action="store_true", help="do not render camera images for the roles")
     r.add_argument("--no-media", action="store_true", help="do not write the contact sheet and video")
     r.add_argument("--out", default=None, help="run directory (default: runs/<time>_<suite>_t<task>_i<init>_<brain>)")

@@ -31,6 +31,7 @@ from typing import Callable
 from . import SCHEMA_VERSION
 from .roles.planner import Subgoal
 from .roles.verifier import Verdict
+from .views import describe as describe_views
 
 
 @dataclass
@@ -74,6 +75,11 @@ def _noop(*_a, **_k) -> None:
     return None
 
 
+def unfit_reason(why: str) -> str:
+    """How an episode ends when its brain found itself unfit (``Brain.unfit``)."""
+    return f"the VLM endpoint is unfit ({why}); nothing more was asked of it"
+
+
 def brief_report(rep: dict | None) -> str:
     """A report as the Executor and Verifier read it (``rep``: ``Report.to_json()``)."""
     if rep is None:
@@ -102,10 +108,12 @@ def verdict_from_json(d: dict) -> Verdict:
 class Context:
     """What every role's prompt is rendered from: the robot profile, the instruction, memory."""
 
-    def __init__(self, profile, instruction: str, memory_text: Callable[[], str] | None = None):
+    def __init__(self, profile, instruction: str, memory_text: Callable[[], str] | None = None,
+                 camera_names=None):
         self.profile = profile
         self.instruction = instruction
         self.memory_text = memory_text or (lambda: "(memory disabled)")
+        self.camera_names = camera_names    # the robot's cameras (None: every camera the profile describes)
 
     def base(self, state: dict, plan: list[Subgoal]) -> dict:
         p = self.profile
@@ -115,6 +123,7 @@ class Context:
             "rotation_frame": p.rotation_frame, "limits": json.dumps(p.describe_limits()),
             "state": json.dumps(state), "memory": self.memory_text(),
             "plan": json.dumps([asdict(s) for s in plan]),
+            "cameras": describe_views(p.cameras, p.directions, self.camera_names),
         }
 
 
@@ -201,10 +210,15 @@ class PlannerComponent:
 
     def _decide(self, plan, brain: str, privileged: bool, reason: str, fail_reason: str) -> PlanDecision:
         if plan is None:
-            return self._decision("gave_up", fail_reason)
+            why = getattr(getattr(self.planner, "brain", None), "unfit", "")
+            return self._decision("gave_up", unfit_reason(why) if why else fail_reason)
         self.plan_id += 1
         self.plan = list(plan)
         return self._decision("plan", reason, brain, privileged)
+
+    def give_up(self, reason: str) -> PlanDecision:
+        """No plan at all (the brain is unfit before the first one)."""
+        return self._decision("gave_up", reason)
 
     def start(self, state: dict, images: dict) -> PlanDecision:
         plan, brain, priv = self._ask(state, images, "")
@@ -430,8 +444,9 @@ class EpisodeBook:
         if not self.outcome:
             self.outcome, self.reason = outcome, reason
 
-    def check(self, steps: int, success: bool, stop_reason: str = "") -> bool:
-        """Before each batch: True (and the outcome set) when the episode is over."""
+    def check(self, steps: int, success: bool, stop_reason: str = "", unfit: str = "") -> bool:
+        """Before each batch: True (and the outcome set) when the episode is over. ``unfit``: why
+        the brain cannot be used (``Brain.unfit``, e.g. its endpoint ignores images)."""
         cfg = self.cfg
         budget = cfg.max_steps
         if self.outcome:
@@ -440,6 +455,8 @@ class EpisodeBook:
             self.finish("success", "the task's success check holds")
         elif stop_reason:
             self.finish("stopped", stop_reason)
+        elif unfit:
+            self.on_unfit(unfit)
         elif budget is not None and steps >= budget:
             self.finish("step_budget", f"step budget of {budget} control steps used")
         elif self.clock() - self.t0 > cfg.wall_budget_s:
@@ -447,6 +464,13 @@ class EpisodeBook:
         elif self.batches >= cfg.max_batches:
             self.finish("batch_budget", f"{cfg.max_batches} batches proposed")
         return bool(self.outcome)
+
+    def on_unfit(self, why: str) -> bool:
+        """The brain found itself unfit: the episode ends, nothing more is asked of it. True when
+        ``why`` says so (an empty reason changes nothing)."""
+        if why:
+            self.finish("gave_up", unfit_reason(why))
+        return bool(why)
 
     def next_batch_id(self) -> str:
         self.batches += 1

@@ -22,7 +22,8 @@ class RunSpec:
     brain: str = "oracle"
     max_steps: int | None = None
     wall_budget_s: float = 900.0
-    image_size: int = 128
+    image_size: int | None = None       # render size, px (square); None: what the VLM config's family reads
+                                        # well (render_size_for), 128 for the oracle
     images: bool = True
     out: str | None = None
     media: bool = True
@@ -39,6 +40,23 @@ class RunSpec:
 def default_run_dir(spec: RunSpec, root: str = "runs") -> Path:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path(root) / f"{stamp}_{spec.suite}_t{spec.task}_i{spec.init_state}_{spec.brain}"
+
+
+ORACLE_IMAGE_SIZE = 128                 # the oracle reads no pixels: images only for the record and the console
+
+
+def render_size_for(spec: RunSpec) -> int:
+    """The camera render size for ``spec``: as given, else the size the VLM config's model family
+    works on (``brains/image_sizing.py``: a Qwen2.5-VL config at 448 px renders 448, Gemma 3 896),
+    so that nothing is upscaled on the way to the model."""
+    if spec.image_size:
+        return int(spec.image_size)
+    if spec.brain == "openai":
+        from .brains.image_sizing import render_size
+        from .brains.openai_brain import load_vlm_config
+        cfg = load_vlm_config(spec.vlm or "openai", spec.vlm_set)
+        return render_size(cfg.image_rules, cfg.image_size)
+    return ORACLE_IMAGE_SIZE
 
 
 def make_brain(name: str, robot, profile, vlm: str | None = None, vlm_set=(), record=None):
@@ -59,7 +77,8 @@ def make_brain(name: str, robot, profile, vlm: str | None = None, vlm_set=(), re
 def vlm_totals(rec: Recorder) -> dict:
     """A listener that totals the record's VLM calls (cost, retries, repairs, fail-safes)."""
     tot = {"calls": 0, "ok": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
-           "retries": 0, "repairs": 0, "failed_safe": 0, "transport_failures": 0, "server_faults": 0}
+           "retries": 0, "repairs": 0, "failed_safe": 0, "transport_failures": 0, "server_faults": 0,
+           "quirks": {}, "server_quirks": 0}
 
     def listen(ev: dict) -> None:
         k = ev["kind"]
@@ -81,6 +100,11 @@ def vlm_totals(rec: Recorder) -> dict:
             tot["failed_safe"] += 1
         elif k == "serve_fault":
             tot["server_faults"] += 1
+        elif k == "vlm_quirk":          # what the openai brain handled of a server's ways (brains/openai_brain.py)
+            q = str(ev.get("quirk", "?"))
+            tot["quirks"][q] = tot["quirks"].get(q, 0) + 1
+        elif k == "serve_quirk":        # what serve-brain emulated (serve/quirks.py)
+            tot["server_quirks"] += 1
     rec.listeners.append(listen)
     return tot
 
@@ -134,7 +158,7 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
     progress(f"building {spec.suite} task {spec.task} init state {spec.init_state} ...")
     own = robot is None
     if own:
-        robot = LiberoRobot(spec.suite, spec.task, spec.init_state, seed=spec.seed, image_size=spec.image_size,
+        robot = LiberoRobot(spec.suite, spec.task, spec.init_state, seed=spec.seed, image_size=render_size_for(spec),
                             max_env_steps=spec.max_steps)
     else:
         if (robot.suite_name, robot.task_index) != (spec.suite, spec.task):
@@ -161,7 +185,7 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
                   "task_name": robot.task_name, "instruction": instruction, "instruction_source":
                   "env.language_instruction (BDDL)", "task_language": robot.task_language,
                   "brain": brain.name, "privileged": brain.privileged,
-                  "step_budget": robot.budget, "image_size": spec.image_size, "profile": robot.profile.name,
+                  "step_budget": robot.budget, "image_size": robot.image_size, "profile": robot.profile.name,
                   "setup_s": round(time.monotonic() - t0, 3)}
         if getattr(base_brain, "cfg", None) is not None:  # the openai brain: its config, minus secrets
             header["vlm_config"] = base_brain.cfg.public()

@@ -30,3 +30,13 @@ class RobotFault(MotorMindError):
 
 class ResponseError(MotorMindError):
     """A brain's answer is malformed or violates the role's response schema."""
+
+
+class BrainUnfit(MotorMindError):
+    """The brain's endpoint cannot do the job safely (it refuses or ignores the camera images): the
+    brain asks it nothing more and the episode ends, rather than driving a robot blind.
+    ``quirk`` names what was found (``images_refused``, ``images_ignored``, ...)."""
+
+    def __init__(self, message: str, quirk: str = ""):
+        super().__init__(message)
+        self.quirk = quirk

@@ -16,6 +16,7 @@ import yaml
 from .errors import ConfigError
 from .geometry import tilt_deg
 from .paths import config_dir
+from .views import parse_views
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class RobotProfile:
     max_tilt_deg: float           # the tool's approach axis (z) at most this far from straight down (base -z)
     safety: dict = field(default_factory=dict)
     source: str = ""
+    cameras: dict = field(default_factory=dict)   # name -> views.CameraView: where each camera looks from
 
     def in_workspace(self, pos_mm) -> list[str]:
         """The workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z=-25.0 < -20.0']; a
@@ -97,8 +99,9 @@ class RobotProfile:
         }
 
 
-_SECTIONS = {         # section -> its keys (None: free-form); every section but these two is required
+_SECTIONS = {         # section -> its keys (None: free-form); every section but the _OPTIONAL ones is required
     "name": None, "description": None, "safety": None,
+    "cameras": None,  # camera name -> its view (motormind/views.py checks each)
     "limits": ("max_move_mm", "min_move_mm", "max_rotate_deg", "min_rotate_deg", "max_wait_s", "max_batch"),
     "workspace_mm": ("x", "y", "z"),
     "orientation": ("max_tilt_deg",),
@@ -109,7 +112,7 @@ _SECTIONS = {         # section -> its keys (None: free-form); every section but
                    "blend_mm"),
     "control": ("period_s",),
 }
-_OPTIONAL = ("description", "safety")
+_OPTIONAL = ("description", "safety", "cameras")
 
 
 class _Reader:
@@ -161,6 +164,12 @@ class _Reader:
             self.fail(field, f"must be a non-zero 3-vector [x, y, z] of finite numbers, got {v!r}")
         a = np.asarray(nums, dtype=float)
         return a / np.linalg.norm(a)
+
+    def views(self, section, directions: dict) -> dict:
+        try:
+            return parse_views(section, directions)
+        except ConfigError as e:
+            raise ConfigError(f"{self.source}: {e}") from None
 
     def words(self, d, field: str) -> dict:
         if not isinstance(d, dict) or not d:
@@ -245,7 +254,7 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
         gripper_max_width_mm=gmax, gripper_min_width_mm=gmin,
         move_mm_s=r.num(speeds, "move_mm_s", "speeds"), rotate_deg_s=r.num(speeds, "rotate_deg_s", "speeds"),
         tolerances=tolerances, period_s=r.num(r.section(d, "control"), "period_s", "control"),
-        max_tilt_deg=max_tilt, safety=dict(safety), source=source)
+        max_tilt_deg=max_tilt, safety=dict(safety), source=source, cameras=r.views(d.get("cameras"), dirs))
 
 
 def load_profile(name_or_path: str | Path) -> RobotProfile:

@@ -60,7 +60,8 @@ class EpisodeRunner:
         self.verifier = Verifier(brain, rec)
         self.monitor = Monitor(brain, rec) if self.cfg.monitor else None
         self.memory = Memory(brain, rec, instruction) if self.cfg.memory else None
-        self.context = Context(self.profile, instruction, self._memory_text)
+        self.context = Context(self.profile, instruction, self._memory_text,
+                               list(getattr(robot, "camera_names", None) or []) or None)
         self.book = EpisodeBook(self.cfg)
         self.t0 = self.book.t0
         self.planner_c = PlannerComponent(self.planner, self.cfg, self.context, self._emit, self._say)
@@ -140,17 +141,31 @@ class EpisodeRunner:
         """Hand a plan decision to the executor and the book; True when the episode ends."""
         if decision is None:
             return False
+        if self.book.on_unfit(self._unfit()):      # the plan failed because the endpoint cannot see
+            return True
         self.executor_c.on_plan(decision)
         return self.book.on_plan(decision)
+
+    def _unfit(self) -> str:
+        return getattr(self.brain, "unfit", "") or ""
+
+    def _preflight(self, images: dict) -> None:
+        """Before the first plan: the brain checks that it sees the cameras (Brain.preflight)."""
+        check = getattr(self.brain, "preflight", None)
+        found = check(images) if (check and images) else None
+        if found:
+            self._say(f"VLM endpoint check: {found.get('verdict')} - {str(found.get('message', ''))[:140]}")
 
     def _run(self) -> EpisodeResult:
         book, ex = self.book, self.executor_c
         state, images = self._look("start")
-        self._apply(self.planner_c.start(state, images))
+        self._preflight(images)
+        if not book.on_unfit(self._unfit()):
+            self._apply(self.planner_c.start(state, images))
         while not book.over:
             if self.operator is not None:
                 self.operator.park(abort=lambda: bool(self._stop_reason))
-            if book.check(self.steps_fn(), self.success_fn(), self._stop_reason):
+            if book.check(self.steps_fn(), self.success_fn(), self._stop_reason, self._unfit()):
                 break
             if self.operator is not None and self._apply(self._new_instruction()):
                 break

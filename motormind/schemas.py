@@ -92,6 +92,24 @@ DIAGNOSE = {       # the skill diagnostic's multiple-choice answer (motormind/di
 ROLE_SCHEMAS = {"planner": PLANNER, "executor": EXECUTOR, "verifier": VERIFIER, "monitor": MONITOR,
                 "memory": MEMORY, "diagnose": DIAGNOSE}
 
+# The camera checks of an endpoint (motormind/brains/probe.py): not roles, nothing acts on them.
+COLOURS = ("red", "green", "blue", "yellow", "magenta", "cyan", "white", "black")
+PROBE = {          # "what colour fills each image?"
+    "type": "object", "additionalProperties": False,
+    "required": ["colours"],
+    "properties": {
+        "schema_version": {"type": "integer"}, "source": _SRC,
+        "colours": {"type": "array", "maxItems": 8, "items": {"type": "string", "enum": [*COLOURS, "none"]}},
+    },
+}
+POINT = {          # "where is the dot?", in the convention the prompt names
+    "type": "object", "additionalProperties": False,
+    "required": ["x", "y"],
+    "properties": {"schema_version": {"type": "integer"}, "source": _SRC,
+                   "x": {"type": "number"}, "y": {"type": "number"}},
+}
+CHECK_SCHEMAS = {"probe": PROBE, "point": POINT}
+
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Each serve-brain fault at one rate against episode success and VLM calls per episode.
+"""Each serve-brain fault (or quirk) at one rate against episode success and VLM calls per episode.
 
 Every episode runs the whole stack on LIBERO-PRO with the ORACLE behind the in-process
 OpenAI-compatible server (configs/vlm/local-oracle.yaml): every role's answer travels through the
@@ -8,6 +8,7 @@ per row (plus a row without faults).
 
     .venv/bin/python scripts/fault_table.py                       # 20%, libero_spatial tasks 0,2,3 x inits 0-1
     .venv/bin/python scripts/fault_table.py --rate 0.2 --tasks libero_spatial:0,2,3 --inits 0-1 --out runs/faults
+    .venv/bin/python scripts/fault_table.py --quirks all --rate 0.3 --out runs/quirks-30pct   # real servers' quirks
 
 Episodes run one at a time (one simulation; the robot is reused across the episodes of a task).
 Each episode's line goes to OUT/results.jsonl as it finishes; rerunning with the same --out skips
@@ -17,7 +18,9 @@ privileged simulator state: these numbers measure the stack's fault handling, no
 Columns: success rate; VLM calls per episode (role-level calls, repair requests included); HTTP
 requests per episode (calls + the brain's retries); faults the server injected, repair requests,
 retries, role fail-safes, Controller rejections, Verifier rejections and replans per episode; mean
-control steps; mean episode wall time.
+control steps; mean episode wall time. With ``--quirks`` the rows are serve-brain's quirks
+(motormind/serve/quirks.py) and two more columns count the quirks the server emulated and those
+the openai brain named and handled (``vlm_quirk`` events) per episode.
 """
 from __future__ import annotations
 
@@ -51,9 +54,12 @@ def _mean(xs):
 def main(argv=None) -> int:
     from motormind.episode import RunSpec, run_episode
     from motormind.serve.faults import FAULTS
+    from motormind.serve.quirks import QUIRKS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rate", type=float, default=0.2, help="each fault's rate per applicable request")
     ap.add_argument("--faults", default="all", help="comma-separated fault names (default: all)")
+    ap.add_argument("--quirks", default=None, metavar="all|NAMES",
+                    help="rows are quirks instead of faults: comma-separated quirk names, or all")
     ap.add_argument("--no-baseline", action="store_true", help="skip the row without faults")
     ap.add_argument("--tasks", default="libero_spatial:0,2,3", help="suite:tasks items, space separated")
     ap.add_argument("--inits", default="0-1")
@@ -64,10 +70,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
-    faults = list(FAULTS) if a.faults == "all" else [f.strip() for f in a.faults.split(",")]
-    bad = sorted(set(faults) - set(FAULTS))
+    kind, known = ("quirks", QUIRKS) if a.quirks else ("faults", FAULTS)
+    names = a.quirks if a.quirks else a.faults
+    faults = list(known) if names == "all" else [f.strip() for f in names.split(",")]
+    bad = sorted(set(faults) - set(known))
     if bad:
-        ap.error(f"unknown fault(s) {bad}; known: {', '.join(FAULTS)}")
+        ap.error(f"unknown {kind[:-1]}(s) {bad}; known: {', '.join(known)}")
     conditions = ([] if a.no_baseline else ["none"]) + faults
     out = Path(a.out or f"runs/faults-{datetime.datetime.now():%Y%m%d-%H%M%S}")
     out.mkdir(parents=True, exist_ok=True)
@@ -95,7 +103,9 @@ def main(argv=None) -> int:
                 seed = a.seed * 1000 + task * 10 + init     # reproducible, different per episode
                 sets = [f"timeout_s={a.timeout_s}", f"faults.seed={seed}", f"faults.slow_s={a.slow_s}"]
                 if fault != "none":
-                    sets.append(f"faults.{fault}={a.rate}")
+                    sets.append(f"{kind}.{fault}={a.rate}")
+                if kind == "quirks":
+                    sets.append(f"quirks.seed={seed}")
                 spec = RunSpec(suite=suite, task=task, init_state=init, brain="openai", vlm=a.vlm,
                                vlm_set=tuple(sets), media=False, out=str(out / f"{fault}_{suite}_t{task}_i{init}"))
                 s = run_episode(spec, progress=lambda m: None, robot=robot)
@@ -109,6 +119,8 @@ def main(argv=None) -> int:
                        "http_requests": v["calls"] + v["retries"], "retries": v["retries"],
                        "repairs": v["repairs"], "failed_safe": v["failed_safe"],
                        "server_faults": v["server_faults"], "transport_failures": v["transport_failures"],
+                       "server_quirks": v.get("server_quirks", 0), "quirks_handled": sum(v.get("quirks", {}).values()),
+                       "quirk_names": v.get("quirks", {}),
                        "episode_wall_s": s["episode_wall_s"], "brain": s["brain"], "privileged": s["privileged"]}
                 with open(res_path, "a") as f:
                     f.write(json.dumps(row) + "\n")
@@ -116,20 +128,23 @@ def main(argv=None) -> int:
                 if not a.quiet:
                     print(f"[{n}/{total} {time.monotonic() - t0:6.0f}s] {fault:15s} {suite} t{task} i{init}: "
                           f"{'SUCCESS' if row['success'] else 'FAIL ' + row['outcome']} calls {row['vlm_calls']} "
-                          f"faults {row['server_faults']} steps {row['steps']}", file=sys.stderr, flush=True)
+                          f"faults {row['server_faults']} quirks {row['server_quirks']}/{row['quirks_handled']} "
+                          f"steps {row['steps']}", file=sys.stderr, flush=True)
         finally:
             robot.close()
-    table = render(conditions, list(done.values()), a)
+    table = render(conditions, list(done.values()), a, kind)
     (out / "table.md").write_text(table + "\n")
     print(table)
     print(f"\nresults: {res_path}  table: {out / 'table.md'}", file=sys.stderr)
     return 0
 
 
-def render(conditions, rows, a) -> str:
-    cols = ["fault", "episodes", "success", "VLM calls/ep", "HTTP req/ep", "faults/ep", "repairs/ep",
+def render(conditions, rows, a, kind="faults") -> str:
+    quirky = kind == "quirks"
+    cols = ["quirk" if quirky else "fault", "episodes", "success", "VLM calls/ep", "HTTP req/ep",
+            *(["quirks/ep", "handled/ep"] if quirky else ["faults/ep"]), "repairs/ep",
             "retries/ep", "fail-safes/ep", "ctrl rej/ep", "verif rej/ep", "replans/ep", "steps", "wall s/ep"]
-    lines = [f"Faults at {a.rate:.0%} per applicable request, oracle behind serve-brain (PRIVILEGED), "
+    lines = [f"{kind.title()} at {a.rate:.0%} per applicable request, oracle behind serve-brain (PRIVILEGED), "
              f"tasks {a.tasks}, inits {a.inits}, client timeout {a.timeout_s:g} s, slow answers {a.slow_s:g} s.", "",
              "| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for c in conditions:
@@ -139,10 +154,12 @@ def render(conditions, rows, a) -> str:
         k = len(rs)
         ok = sum(r["success"] for r in rs)
         fails = sorted({r["outcome"] for r in rs if not r["success"]})
+        counted = ([f"{_mean(r.get('server_quirks', 0) for r in rs):.1f}", f"{_mean(r.get('quirks_handled', 0) for r in rs):.1f}"]
+                   if quirky else [f"{_mean(r['server_faults'] for r in rs):.1f}"])
         lines.append("| " + " | ".join([
             c, str(k), f"{ok}/{k} ({ok / k:.0%})" + (f" [{', '.join(fails)}]" if fails else ""),
             f"{_mean(r['vlm_calls'] for r in rs):.1f}", f"{_mean(r['http_requests'] for r in rs):.1f}",
-            f"{_mean(r['server_faults'] for r in rs):.1f}", f"{_mean(r['repairs'] for r in rs):.1f}",
+            *counted, f"{_mean(r['repairs'] for r in rs):.1f}",
             f"{_mean(r['retries'] for r in rs):.1f}", f"{_mean(r['failed_safe'] for r in rs):.1f}",
             f"{_mean(r['controller_rejections'] for r in rs):.1f}", f"{_mean(r['verifier_rejections'] for r in rs):.1f}",
             f"{_mean(r['replans'] for r in rs):.1f}", f"{_mean(r['steps'] for r in rs):.0f}",

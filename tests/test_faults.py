@@ -6,20 +6,14 @@ show in the record, and the episode recovers or ends with a clear reason."""
 import json
 import math
 
-import numpy as np
 import pytest
 
-from motormind.brains.openai_brain import OpenAIBrain, load_vlm_config
-from motormind.episode import vlm_totals
+from fake_episode import check_invariants, kinds, run_fake
+
 from motormind.errors import CommandError, ConfigError, ResponseError
-from motormind.record import Recorder
-from motormind.robots.fake import FakeRobot
 from motormind.roles.base import extract_json
-from motormind.runner import EpisodeConfig, EpisodeRunner
-from motormind.schemas import EXECUTOR, ROLE_SCHEMAS, validate
+from motormind.schemas import ROLE_SCHEMAS, validate
 from motormind.serve.faults import FAULTS, INJECTION, FaultPlan
-from motormind.serve.reach import ReachBrain
-from motormind.serve.server import BrainServer
 
 BATCH = {"schema_version": 1, "rationale": "r", "commands": [
     {"op": "move", "direction": "forward", "distance_mm": 20.0}, {"op": "gripper", "action": "close"}, {"op": "done"}]}
@@ -103,63 +97,6 @@ def test_text_corruptions_do_what_they_say(role, fake_profile):
 
 
 # -- whole episodes on the fake, through the server and the openai client -------------------------
-class GuardRobot(FakeRobot):
-    """A FakeRobot that checks every motion it is handed: finite, and within one command's limits."""
-
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.violations = []
-
-    def execute(self, motion, estop):
-        lim = self.profile.limits
-        tgt = np.asarray(motion.target_pos_m, dtype=float)
-        if not np.all(np.isfinite(tgt)) or not np.all(np.isfinite(motion.target_rot)):
-            self.violations.append(f"non-finite target {motion.to_json()}")
-        elif np.linalg.norm(tgt - self.pos) * 1000 > lim.max_move_mm + 1.0:
-            self.violations.append(f"move of {np.linalg.norm(tgt - self.pos) * 1000:.0f} mm {motion.to_json()}")
-        return super().execute(motion, estop)
-
-
-def run_fake(tmp_path, faults, *, timeout_s=5.0, max_batches=24, max_replans=6, realtime=False):
-    rb = ReachBrain()
-    rec = Recorder(tmp_path)
-    tot = vlm_totals(rec)
-    srv = BrainServer(rb, faults=faults, on_event=rec).start()
-    cfg = load_vlm_config("local-oracle", [f"base_url={srv.url}", "serve=null", "send_context=true",
-                                           "privileged=true", f"timeout_s={timeout_s}", "backoff_s=0.01"])
-    brain = OpenAIBrain(cfg, on_event=rec)
-    robot = GuardRobot(realtime=realtime)
-    try:
-        res = EpisodeRunner(robot, brain, "reach the target and close the gripper", rec,
-                            EpisodeConfig(max_batches=max_batches, max_replans=max_replans),
-                            success_fn=lambda: rb.success(robot)).run()
-    finally:
-        brain.close()
-        srv.close()
-        rec.close()
-    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
-    return res, robot, events, srv, tot
-
-
-def check_invariants(res, robot, events):
-    assert robot.violations == []
-    assert res.outcome and res.reason
-    for e in events:
-        if e["kind"] == "batch":                      # only schema-valid answers ever became a batch
-            validate({k: v for k, v in e["batch"].items()}, EXECUTOR)
-        if e["kind"] == "report" and e["status"] == "rejected":
-            assert all(r["steps"] == 0 for r in e["results"])      # a rejected batch moved nothing
-    for e in events:                                  # an answer that failed its check was never used
-        if e["kind"] == "vlm_call" and e["role"] == "executor" and not e["ok"]:
-            assert not any(b["kind"] == "batch" and b["batch"].get("rationale") and
-                           json.dumps(b["batch"]["commands"]) in e["response"] for b in events)
-
-
-def kinds(events, kind):
-    return [e for e in events if e["kind"] == kind]
-
-
-
 HOSTILE_BACKEND = [
     '{"commands": ' + "[" * 3000 + "]" * 3000 + "}",
     '{"commands": 7, "rationale": ["r"]}',

@@ -138,6 +138,46 @@ def test_images_upright_and_sized(robot):
 
 
 @pytest.mark.sim
+def test_the_profiles_camera_views_are_the_scenes(robot):
+    """Each camera's described directions against its own axes in the scene (MuJoCo cameras: x is
+    image right, y image up once the render is upright, and they look along -z)."""
+    sim = robot._env.env.sim
+    dirs = robot.profile.directions
+    assert set(robot.profile.cameras) == set(robot.camera_names)
+    for name, v in robot.profile.cameras.items():
+        i = sim.model.camera_name2id(name)
+        rot = robot.to_base_rot(sim.data.cam_xmat[i].reshape(3, 3))
+        right, up, looks = rot[:, 0], rot[:, 1], -rot[:, 2]
+        assert np.dot(dirs[v.image_right], right) > 0.9, name
+        assert np.dot(dirs[v.image_up], up) > 0.6, name
+        best = sorted(dirs, key=lambda w: -float(np.dot(dirs[w], looks)))[:len(v.looks)]
+        assert set(best) == set(v.looks) and all(np.dot(dirs[w], looks) > 0.4 for w in v.looks), (name, looks)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("word", ["left", "forward"])
+def test_the_wrist_image_moves_as_its_view_says(robot, word):
+    """Pixels: move the gripper, and the wrist camera's image content shifts the other way along
+    the image direction the profile names for that move (phase correlation of two renders)."""
+    import cv2
+    v = robot.profile.cameras["robot0_eye_in_hand"]
+    dirs = robot.profile.directions
+
+    def gray():
+        return cv2.cvtColor(robot.render("robot0_eye_in_hand", size=128), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    a = gray()
+    (kx, ky), _ = cv2.phaseCorrelate(a, np.roll(a, 6, axis=1))       # the sign convention, measured
+    _move(robot, dirs[word] * 0.04)
+    b = gray()
+    _move(robot, -dirs[word] * 0.04)
+    (sx, sy), _ = cv2.phaseCorrelate(a, b)
+    content_right, content_up = sx * np.sign(kx), -sy * np.sign(kx)  # + : the scene moved right / up
+    camera = np.array([np.dot(dirs[word], dirs[v.image_right]), np.dot(dirs[word], dirs[v.image_up])])
+    got = -np.array([content_right, content_up])                       # the camera moved against the scene
+    assert np.linalg.norm(got) > 2 and np.dot(got / np.linalg.norm(got), camera) > 0.8, (word, got, camera)
+
+
+@pytest.mark.sim
 @pytest.mark.parametrize("axis", [0, 1, 2])
 def test_move_20mm_each_axis(robot, axis):
     tol_m = robot.profile.tolerances.position_mm / 1000

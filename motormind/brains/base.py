@@ -33,13 +33,33 @@ class BrainReply:
 class Brain(ABC):
     name = "brain"
     privileged = False
+    unfit = ""                       # why the brain cannot be used (set once found; the episode ends)
 
     @abstractmethod
     def respond(self, req: BrainRequest) -> BrainReply:
         """Answer one request. May raise on transport failure (the role records and fails safe)."""
 
+    def preflight(self, images: dict) -> dict | None:
+        """Before the first plan: check the brain can see ``images`` (the first look's camera
+        images, name -> array). A brain that finds itself unfit sets ``unfit``. Returns what it
+        found (None: nothing to check)."""
+        return None
+
     def close(self) -> None:
         pass
+
+
+class BrainWrapper(Brain):
+    """A brain around another (``inner``): what the inner brain found of itself shows through."""
+
+    inner: Brain
+
+    @property
+    def unfit(self) -> str:          # type: ignore[override]
+        return getattr(self.inner, "unfit", "")
+
+    def preflight(self, images: dict) -> dict | None:
+        return self.inner.preflight(images)
 
 
 def image_stats(images: dict) -> dict:

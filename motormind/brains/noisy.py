@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import random
 
-from .base import Brain, BrainReply, BrainRequest
+from .base import BrainReply, BrainRequest, BrainWrapper
 
 KINDS = ("wrong_direction", "wrong_magnitude", "object_confusion", "premature_done", "missed_completion")
 
 
-class NoisyBrain(Brain):
+class NoisyBrain(BrainWrapper):
     privileged = True
 
     def __init__(self, inner, rates: dict, seed: int = 0):

@@ -7,8 +7,8 @@ each field overridable (``--vlm-set key=value``).
 One ``respond`` is one role call:
 
 * messages: the system prompt; the user prompt as the first text part of the user turn, then each
-  image as a text label ("Image 'agentview':") and an ``image_url`` data URL (PNG or JPEG, resized
-  to ``image_size`` on its longest side, ``detail`` as configured); then the request's history (the
+  image as a text label ("Image 'agentview':") and an ``image_url`` data URL (PNG or JPEG, sized by
+  ``image_rules`` / ``image_size``, ``detail`` as configured); then the request's history (the
   role's repair turns) as assistant / user messages.
 * structured output: ``response_format={"type": "json_schema", ...}`` with the role's schema when
   ``structured_output: json_schema``, ``{"type": "json_object"}`` with ``json_object``, nothing with
@@ -21,6 +21,17 @@ One ``respond`` is one role call:
   the role records that and fails safe. Other errors (401, 404, 400) are not retried.
 * accounting: latency (the whole call, retries and backoff included; per attempt in meta), tokens
   from ``usage``, cost when ``prices`` are given (USD per million tokens), finish reason, request id.
+* real servers' ways (docs/vlm-servers.md), each named in ``meta.quirks`` and a ``vlm_quirk`` event:
+  the answer is read where the server put it (``content``, else a reasoning parser's
+  ``reasoning_content`` / ``reasoning``); thinking is stripped; a truncated answer is asked again at
+  once with twice the tokens (never completed by guessing); a whitespace flood under a JSON grammar
+  is asked again without ``response_format``; a json_schema answer that is not bare schema-valid
+  JSON means the server ignores the schema: structured output off, text extraction.
+* images: before the first plan ``preflight`` runs the camera probe (``brains/probe.py``); a server
+  that refuses image parts (HTTP 400/500 naming them), or drops them (the probe's colours, or a
+  call's ``prompt_tokens`` short of the probe's calibration), makes the brain *unfit*: it raises
+  ``BrainUnfit`` and asks that endpoint nothing more, and the episode ends (``Brain.unfit``).
+  Images are sized by the model family's rules (``image_rules``, ``brains/image_sizing.py``).
 
 For MotorMind's own server it can add a ``motormind`` field to the request body (``send_context``:
 the role, prompt name and the structured context the prompt was rendered from; ``send_scene``: a
@@ -43,8 +54,11 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from ..errors import ConfigError, MotorMindError
+from ..errors import BrainUnfit, ConfigError, MotorMindError
 from .base import Brain, BrainReply, BrainRequest
+from .image_sizing import RULES as IMAGE_RULES
+from .image_sizing import fit as fit_image
+from .probe import MIN_IMAGE_TOKENS
 
 _STRUCTURED = ("json_schema", "json_object", "none")
 _DETAIL = ("auto", "low", "high")
@@ -67,7 +81,8 @@ class VLMConfig:
     seed: int | None = None
     max_tokens: int = 1024
     max_tokens_param: str = "max_tokens"        # or max_completion_tokens (newer OpenAI models)
-    image_size: int | None = None               # longest side in px; None: as rendered
+    image_size: int | None = None               # longest side in px; None: the image_rules default
+    image_rules: str = "generic"                # how the model family sizes images (brains/image_sizing.py)
     image_detail: str = "auto"                  # auto | low | high
     image_format: str = "png"                   # png | jpeg
     jpeg_quality: int = 90
@@ -80,6 +95,9 @@ class VLMConfig:
     strict_schema: bool = False                 # OpenAI strict mode (needs every field required)
     structured_fallback: bool = True            # a 400 naming response_format: retry without it
     strip_thinking: bool = True                 # drop <think>...</think> blocks (reasoning models)
+    truncation_retry: bool = True               # a truncated answer is asked again at once, max_tokens doubled
+    max_tokens_cap: int | None = None           # ... up to this (default 4 x max_tokens)
+    probe: bool = True                          # the camera probe before the first plan (brains/probe.py)
     prices: dict = field(default_factory=dict)  # {input_per_mtok: USD, output_per_mtok: USD}
     extra_body: dict = field(default_factory=dict)
     headers: dict = field(default_factory=dict)
@@ -91,6 +109,7 @@ class VLMConfig:
     serve: str | None = None                    # oracle | replay: start serve-brain in-process first
     replay: str | None = None                   # serve: replay -> the episode record to replay
     faults: dict = field(default_factory=dict)  # serve-brain fault plan (motormind.serve.faults)
+    quirks: dict = field(default_factory=dict)  # serve-brain quirk plan (motormind.serve.quirks)
     text_style: str = "fenced"                  # serve-brain: how it answers without response_format
     source: str = ""                            # where the config came from (filled in by the loader)
 
@@ -100,6 +119,11 @@ class VLMConfig:
                               f"got {self.structured_output!r}")
         if self.image_detail not in _DETAIL:
             raise ConfigError(f"image_detail: must be one of {', '.join(_DETAIL)}, got {self.image_detail!r}")
+        if self.image_rules not in IMAGE_RULES:
+            raise ConfigError(f"image_rules: must be one of {', '.join(IMAGE_RULES)}, got {self.image_rules!r}")
+        if self.max_tokens_cap is not None and (isinstance(self.max_tokens_cap, bool) or
+                                                not isinstance(self.max_tokens_cap, int) or self.max_tokens_cap < 1):
+            raise ConfigError(f"max_tokens_cap: must be a positive integer (or null), got {self.max_tokens_cap!r}")
         if self.image_format not in ("png", "jpeg"):
             raise ConfigError(f"image_format: must be png or jpeg, got {self.image_format!r}")
         if self.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
@@ -211,7 +235,7 @@ def vlm_config_from_dict(d: dict, source: str = "") -> VLMConfig:
     if unknown:
         raise ConfigError(f"{source or 'VLM config'}: unknown key(s) {unknown} (known: {sorted(known - {'source'})})")
     d = _expand(d)
-    for k in ("prices", "extra_body", "headers", "roles", "faults"):
+    for k in ("prices", "extra_body", "headers", "roles", "faults", "quirks"):
         if d.get(k) is None:
             d.pop(k, None)
     try:
@@ -232,16 +256,19 @@ def load_vlm_config(name_or_path: str | Path | dict, overrides=()) -> VLMConfig:
 
 
 # -- images -------------------------------------------------------------------------------------
-def image_data_url(img, size: int | None = None, fmt: str = "png", quality: int = 90) -> str:
+def image_data_url(img, size: int | None = None, fmt: str = "png", quality: int = 90, rules: str = "generic",
+                   detail: str = "auto") -> str:
+    """An image as a data URL, sized by the family's ``rules`` (``generic`` with no size: as it is)."""
     import cv2  # lazy
     a = np.ascontiguousarray(np.asarray(img, dtype=np.uint8))
     if a.ndim == 2:
         a = np.stack([a] * 3, axis=-1)
     h, w = a.shape[:2]
-    if size and max(h, w) != size:
-        s = size / max(h, w)
-        a = cv2.resize(a, (max(1, round(w * s)), max(1, round(h * s))),
-                       interpolation=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR)
+    if rules != "generic" or size:
+        t = fit_image(rules, w, h, size, detail)
+        if (t.width, t.height) != (w, h):
+            a = cv2.resize(a, (t.width, t.height),
+                           interpolation=cv2.INTER_AREA if t.width * t.height < w * h else cv2.INTER_LINEAR)
     bgr = cv2.cvtColor(a[:, :, :3], cv2.COLOR_RGB2BGR)
     if fmt == "jpeg":
         ok, buf = cv2.imencode(".jpg", bgr, [int(cv2.IMWRITE_JPEG_QUALITY), int(quality)])
@@ -259,7 +286,97 @@ def _jsonable(o):
     return json.loads(json.dumps(_finite(o), default=json_default))
 
 
-_THINK = re.compile(r"<think>.*?</think>", flags=re.S)
+_THINK = re.compile(r"<(think|thinking)>.*?</\1>", flags=re.S)
+_IMAGE_REFUSAL = re.compile(r"\bimages?\b|mmproj|multimodal|cannot unmarshal array.*content", flags=re.I | re.S)
+FLOOD_LIMIT = 2                 # whitespace floods before structured output goes off for the run
+
+
+def strip_thinking(text: str) -> tuple[str, int]:
+    """(the answer without a reasoning model's thinking, characters dropped). Handles closed
+    ``<think>`` / ``<thinking>`` blocks, a closing tag whose opening the chat template wrote, and
+    an opening tag never closed (the thinking ran to max_tokens: nothing is left)."""
+    if "<think" not in text and "</think" not in text:
+        return text, 0
+    s = _THINK.sub("", text)
+    for close in ("</think>", "</thinking>"):
+        if close in s:
+            s = s.rsplit(close, 1)[1]
+    for opening in ("<think>", "<thinking>"):
+        if opening in s:
+            s = s.split(opening, 1)[0]
+    s = s.strip()
+    return s, max(0, len(text.strip()) - len(s))
+
+
+def _reasoning(msg) -> tuple[str, str]:
+    """(field name, text) of a reasoning parser's output: vLLM's ``reasoning_content`` (``reasoning``
+    in newer releases, and OpenRouter's)."""
+    if msg is None:
+        return "", ""
+    extra = getattr(msg, "model_extra", None) or {}
+    for name in ("reasoning_content", "reasoning"):
+        v = getattr(msg, name, None)
+        if v is None:
+            v = extra.get(name)
+        if isinstance(v, str) and v.strip():
+            return name, v
+    return "", ""
+
+
+def _last_json_object(text: str) -> str:
+    """The last complete top-level ``{...}`` in ``text`` that parses ("" when none)."""
+    end = text.rfind("}")
+    while end >= 0:
+        depth = 0
+        for i in range(end, -1, -1):
+            c = text[i]
+            if c == "}":
+                depth += 1
+            elif c == "{":
+                depth -= 1
+                if depth == 0:
+                    cand = text[i:end + 1]
+                    try:
+                        json.loads(cand)
+                        return cand
+                    except ValueError:
+                        break
+        end = text.rfind("}", 0, end)
+    return ""
+
+
+def _parses(text: str) -> bool:
+    from ..roles.base import extract_json     # lazy: one definition of how an answer's JSON is found
+    try:
+        extract_json(text)
+        return True
+    except MotorMindError:
+        return False
+
+
+def _flooded(text: str) -> bool:
+    """An answer that is mostly whitespace, or ends in a long run of it (a JSON grammar's flood)."""
+    n = len(text)
+    ws = n - len("".join(text.split()))
+    tail = n - len(text.rstrip())
+    return n > 0 and (ws > 0.5 * n or tail >= 64)
+
+
+def _schema_miss(text: str, schema: dict) -> str:
+    """Why ``text`` is not what a server enforcing ``schema`` returns: bare JSON matching it ("")."""
+    from ..commands import decode_json
+    from ..errors import CommandError, ResponseError
+    from ..schemas import validate
+    try:
+        validate(decode_json(text.strip(), "answer"), schema)
+    except (CommandError, ResponseError) as e:
+        return str(e)[:200]
+    return ""
+
+
+def _count_images(messages: list) -> int:
+    return sum(1 for m in messages if isinstance(m["content"], list) for p in m["content"]
+               if p.get("type") == "image_url")
 
 
 # -- the brain ----------------------------------------------------------------------------------
@@ -276,6 +393,10 @@ class OpenAIBrain(Brain):
         self.session = uuid.uuid4().hex[:12]
         self._sleep = sleep
         self._structured = config.structured_output
+        self.unfit = ""                          # set when the endpoint refuses or ignores images
+        self.unfit_quirk = ""
+        self.calibration: dict | None = None     # the probe's token accounting (brains/probe.py)
+        self.floods = 0
         self._owned: list = []                  # things close() closes (an in-process server)
         self._lock = threading.Lock()
         self.totals = {"calls": 0, "attempts": 0, "retries": 0, "input_tokens": 0, "output_tokens": 0,
@@ -309,7 +430,8 @@ class OpenAIBrain(Brain):
                 content.append({"type": "text", "text": f"Image '{name}':"})
                 content.append({"type": "image_url", "image_url": {
                     "url": image_data_url(img, self._opt(req.role, "image_size"), self.cfg.image_format,
-                                          self.cfg.jpeg_quality),
+                                          self.cfg.jpeg_quality, self.cfg.image_rules,
+                                          self._opt(req.role, "image_detail")),
                     "detail": self._opt(req.role, "image_detail")}})
             msgs.append({"role": "user", "content": content})
         else:
@@ -355,91 +477,244 @@ class OpenAIBrain(Brain):
 
     # -- calling --------------------------------------------------------------------------------
     def respond(self, req: BrainRequest) -> BrainReply:
-        import openai
+        if self.unfit:                      # found unfit: asked nothing more
+            raise BrainUnfit(self.unfit, self.unfit_quirk)
         t0 = time.perf_counter()
         kw = self.request_kwargs(req)
-        retries = int(self._opt(req.role, "retries"))
         attempts: list[dict] = []
         notes: list[str] = []
-        n_images = sum(1 for m in kw["messages"] if isinstance(m["content"], list)
-                       for p in m["content"] if p.get("type") == "image_url")
-        attempt = 0
+        quirks: list[dict] = []
+        n_images = _count_images(kw["messages"])
+        comp, headers, ta = self._send(req, kw, attempts, notes, n_images)
+        out = self._read(req, kw, comp, quirks)
+        retry = self._quirk_retry(req, kw, out, quirks, notes)
+        if retry is not None:               # one more request for a truncated or flooded answer
+            first = out
+            kw = retry
+            self.on_event("vlm_retry", role=req.role, prompt=req.prompt_name, attempt=len(attempts),
+                          error=f"quirk_{quirks[-1]['quirk']}", backoff_s=0.0, note=notes[-1])
+            with self._lock:
+                self.totals["retries"] += 1
+            comp, headers, ta = self._send(req, kw, attempts, notes, n_images)
+            out = self._read(req, kw, comp, quirks)
+            out["first_answer"] = first["text"][:300]
+            for q in quirks:
+                q["action"] = q["action"] or "already asked again once: the role gets it as it is (repair or fail-safe)"
+        latency = time.perf_counter() - t0
+        usage = comp.usage
+        tin = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
+        tout = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
+        extra = (getattr(comp, "model_extra", None) or {}).get("motormind") or {}
+        n_calls = len(attempts) + (1 if retry is None else 2)     # every HTTP request this call made
+        meta: dict = {"model": comp.model, "request_id": comp.id, "attempts": n_calls,
+                      "finish_reason": out["finish_reason"], "answer_from": out["answer_from"],
+                      "structured_output": "response_format" in kw and kw["response_format"]["type"] or "none",
+                      "http_latency_s": round(time.perf_counter() - ta, 4), "images_sent": n_images}
+        for k in ("thinking_chars", "reasoning_chars", "first_answer"):
+            if out.get(k):
+                meta[k] = out[k]
+        if attempts:
+            meta["retries"] = attempts
+        if notes:
+            meta["notes"] = notes
+        if out.get("refusal"):
+            meta["refusal"] = str(out["refusal"])[:500]
+        if out["finish_reason"] == "length":
+            meta["truncated"] = f"the answer hit max_tokens ({kw[self.cfg.max_tokens_param]})"
+        fault = headers.get("x-motormind-fault")
+        if fault:
+            meta["server_fault"] = fault
+        if headers.get("x-motormind-quirk"):
+            meta["server_quirk"] = headers.get("x-motormind-quirk")
+        if extra:
+            meta["server"] = {k: extra[k] for k in ("source", "images_received", "usage_estimated") if k in extra}
+        cost = self.cost(tin, tout)
+        if cost is not None:
+            meta["cost_usd"] = cost
+        blind = self._blind(req, n_images, tin, extra)
+        if blind:
+            quirks.append({"quirk": "images_ignored", "detail": blind,
+                           "action": "answer not used; the brain asks this endpoint nothing more"})
+        if quirks:
+            meta["quirks"] = quirks
+            for q in quirks:
+                self.on_event("vlm_quirk", role=req.role, prompt=req.prompt_name, **q)
+        with self._lock:
+            t = self.totals
+            t["calls"] += 1
+            t["attempts"] += n_calls
+            t["retries"] += len(attempts)
+            t["input_tokens"] += tin
+            t["output_tokens"] += tout
+            t["cost_usd"] += cost or 0.0
+        if blind:
+            self._set_unfit("images_ignored", f"images_ignored: {blind}")
+            raise BrainUnfit(self.unfit, "images_ignored")
+        return BrainReply(out["text"], self.name, latency, tin, tout,
+                          privileged=bool(self.privileged or extra.get("privileged")), meta=meta)
+
+    def _send(self, req: BrainRequest, kw: dict, attempts: list, notes: list, n_images: int):
+        """One request with its retries (429, 5xx, timeouts; the response_format fallback).
+        -> (completion, headers, start of the last attempt). Failed attempts go to ``attempts``."""
+        import openai
+        retries = int(self._opt(req.role, "retries"))
+        first = len(attempts)
         while True:
+            attempt = len(attempts)
             ta = time.perf_counter()
             try:
                 raw = self.client.chat.completions.with_raw_response.create(**kw)
-                comp = raw.parse()
-                headers = raw.headers
-                break
+                return raw.parse(), raw.headers, ta
             except openai.BadRequestError as e:
                 msg = _err_text(e)
+                if n_images and _IMAGE_REFUSAL.search(msg):
+                    self._fail(attempts, self._attempt(attempt, ta, e))
+                    self._refused(req, 400, msg)
                 if "response_format" in kw and self.cfg.structured_fallback and "response_format" in msg.lower():
                     self._structured = "none"
                     kw.pop("response_format")
                     notes.append(f"the server refused response_format ({msg[:160]}); structured output off")
                     attempts.append(self._attempt(attempt, ta, e, backoff=0.0))
                     self.on_event("vlm_retry", role=req.role, **attempts[-1], note=notes[-1])
-                    attempt += 1
                     continue
                 self._fail(attempts, self._attempt(attempt, ta, e))
                 raise VLMError(f"HTTP 400 from {self.cfg.base_url}: {msg[:300]}") from None
             except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
                     openai.InternalServerError, openai.APIStatusError) as e:
                 status = getattr(e, "status_code", None)
+                if n_images and status is not None and status >= 500 and _IMAGE_REFUSAL.search(_err_text(e)):
+                    self._fail(attempts, self._attempt(attempt, ta, e))
+                    self._refused(req, status, _err_text(e))
                 retryable = status is None or status == 429 or status >= 500 or status in (408, 409)
                 info = self._attempt(attempt, ta, e)
                 if not retryable:
                     self._fail(attempts, info)
                     raise VLMError(f"HTTP {status} from {self.cfg.base_url}: {_err_text(e)[:300]}") from None
-                if attempt >= retries:
+                if attempt - first >= retries:
                     self._fail(attempts, info)
                     raise VLMError(f"{len(attempts)} attempt(s) failed ({retries} retries): "
                                    + "; ".join(_brief(a) for a in attempts)) from None
-                info["backoff_s"] = round(self._backoff(attempt, e), 3)
+                info["backoff_s"] = round(self._backoff(attempt - first, e), 3)
                 attempts.append(info)
                 self.on_event("vlm_retry", role=req.role, prompt=req.prompt_name, **info)
                 self._sleep(info["backoff_s"])
-                attempt += 1
-        latency = time.perf_counter() - t0
+
+    def _refused(self, req: BrainRequest, status: int, msg: str) -> None:
+        """The server will not take images: the brain is unfit (raises BrainUnfit)."""
+        hint = ("llama.cpp's server needs the model's multimodal projector (--mmproj)" if "mmproj" in msg else
+                "the model or server does not take images this way (a vision model? `ollama show MODEL` lists "
+                "'vision' among its capabilities)")
+        detail = f"HTTP {status} to a request with images: {msg[:200]}"
+        self.on_event("vlm_quirk", role=req.role, prompt=req.prompt_name, quirk="images_refused", detail=detail,
+                      action="no retry; the brain asks this endpoint nothing more")
+        self._set_unfit("images_refused", f"images_refused: the endpoint refuses camera images ({detail}); {hint}")
+        raise BrainUnfit(self.unfit, "images_refused")
+
+    def _set_unfit(self, quirk: str, message: str) -> None:
+        if not self.unfit:
+            self.unfit, self.unfit_quirk = message, quirk
+
+    def _read(self, req: BrainRequest, kw: dict, comp, quirks: list) -> dict:
+        """Where the server put the answer, with thinking stripped; names what it had to do."""
         choice = comp.choices[0] if comp.choices else None
-        text = (choice.message.content if choice and choice.message else None) or ""
-        refusal = getattr(choice.message, "refusal", None) if choice and choice.message else None
-        if self.cfg.strip_thinking and "<think>" in text:
-            text = _THINK.sub("", text).strip()
-        usage = comp.usage
-        tin = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
-        tout = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
-        extra = (getattr(comp, "model_extra", None) or {}).get("motormind") or {}
-        meta: dict = {"model": comp.model, "request_id": comp.id, "attempts": attempt + 1,
-                      "finish_reason": getattr(choice, "finish_reason", None),
-                      "structured_output": "response_format" in kw and kw["response_format"]["type"] or "none",
-                      "http_latency_s": round(time.perf_counter() - ta, 4), "images_sent": n_images}
-        if attempts:
-            meta["retries"] = attempts
-        if notes:
-            meta["notes"] = notes
-        if refusal:
-            meta["refusal"] = str(refusal)[:500]
-        if meta["finish_reason"] == "length":
-            meta["truncated"] = f"the answer hit max_tokens ({kw[self.cfg.max_tokens_param]})"
-        fault = headers.get("x-motormind-fault")
-        if fault:
-            meta["server_fault"] = fault
-        if extra:
-            meta["server"] = {k: extra[k] for k in ("source", "images_received", "usage_estimated") if k in extra}
-        cost = self.cost(tin, tout)
-        if cost is not None:
-            meta["cost_usd"] = cost
-        with self._lock:
-            t = self.totals
-            t["calls"] += 1
-            t["attempts"] += attempt + 1
-            t["retries"] += len(attempts)
-            t["input_tokens"] += tin
-            t["output_tokens"] += tout
-            t["cost_usd"] += cost or 0.0
-        return BrainReply(text, self.name, latency, tin, tout,
-                          privileged=bool(self.privileged or extra.get("privileged")), meta=meta)
+        msg = choice.message if choice else None
+        content = (msg.content if msg is not None else None) or ""
+        field_name, reasoning = _reasoning(msg)
+        out = {"finish_reason": getattr(choice, "finish_reason", None), "answer_from": "content",
+               "refusal": getattr(msg, "refusal", None) if msg is not None else None,
+               "reasoning_chars": len(reasoning)}
+        text = content
+        if not content.strip() and reasoning.strip():
+            text = _last_json_object(reasoning) or reasoning
+            out["answer_from"] = field_name
+            quirks.append({"quirk": "answer_in_reasoning", "detail": f"content empty; {len(reasoning)} characters "
+                           f"in {field_name}", "action": f"the answer read from {field_name}"})
+        if self.cfg.strip_thinking:
+            text, dropped = strip_thinking(text)
+            if dropped:
+                out["thinking_chars"] = dropped
+                quirks.append({"quirk": "think_block", "detail": f"{dropped} characters of thinking before the answer",
+                               "action": "thinking dropped"})
+        out["text"] = text
+        if out["finish_reason"] == "length":
+            if _flooded(text):
+                out["flood"] = True
+                quirks.append({"quirk": "whitespace_flood", "detail": f"{len(text)} characters, "
+                               f"{len(text) - len(''.join(text.split()))} of them whitespace, at max_tokens",
+                               "action": ""})
+            elif not _parses(text):
+                out["truncated"] = True
+                quirks.append({"quirk": "truncated", "detail": f"finish_reason length after {len(text)} characters, "
+                               "no complete JSON object", "action": ""})
+        elif (kw.get("response_format") or {}).get("type") == "json_schema" and req.schema:
+            why = _schema_miss(text, req.schema)
+            if why:
+                self._structured = "none"
+                quirks.append({"quirk": "schema_ignored", "detail": f"under response_format json_schema: {why}",
+                               "action": "structured output off for the rest of the run; JSON extracted from text"})
+        return out
+
+    def _quirk_retry(self, req: BrainRequest, kw: dict, out: dict, quirks: list, notes: list) -> dict | None:
+        """The request to send once more for a flooded or truncated answer (None: none)."""
+        if out.get("flood"):
+            self.floods += 1
+            kw2 = {k: v for k, v in kw.items() if k != "response_format"}
+            act = "asked again at once without response_format"
+            if self.floods >= FLOOD_LIMIT and self._structured != "none":
+                self._structured = "none"
+                act += f"; structured output off for the rest of the run ({self.floods} floods)"
+            quirks[-1]["action"] = act
+            notes.append(f"whitespace flood under a JSON grammar: {act}")
+            return kw2
+        if out.get("truncated"):
+            key = self.cfg.max_tokens_param
+            cap = self.cfg.max_tokens_cap or 4 * int(self.cfg.max_tokens)
+            more = min(cap, 2 * int(kw[key]))
+            if not self.cfg.truncation_retry or more <= int(kw[key]):
+                quirks[-1]["action"] = "not asked again (truncation_retry off or max_tokens_cap reached); the role repairs"
+                return None
+            quirks[-1]["action"] = f"asked again at once with {key} {more}"
+            notes.append(f"truncated at {kw[key]} tokens: asked again with {more}")
+            return {**kw, key: more}
+        return None
+
+    def _blind(self, req: BrainRequest, n_images: int, tin: int, extra: dict) -> str:
+        """Evidence in a call's own usage that the server dropped its images ("" when none)."""
+        if not n_images:
+            return ""
+        got = extra.get("images_received")
+        if isinstance(got, int) and got < n_images:
+            return f"the server says it received {got} of {n_images} images"
+        cal = self.calibration
+        if not cal or not tin or cal["image_tokens"] < MIN_IMAGE_TOKENS:
+            return ""
+        chars = len(req.system) + len(req.user) + sum(len(str(h.get("content", ""))) for h in req.history)
+        text = cal["overhead_tokens"] + cal["text_tokens_per_char"] * chars
+        counted = tin - text
+        if counted < 0.5 * n_images * cal["image_tokens"]:
+            return (f"{tin} prompt tokens for {chars} characters and {n_images} images: about {text:.0f} for the "
+                    f"text, so {max(0.0, counted):.0f} for the images, not the {n_images * cal['image_tokens']:.0f} "
+                    "the start-up probe measured")
+        return ""
+
+    def preflight(self, images: dict) -> dict | None:
+        """The camera probe (``brains/probe.py``) before the first plan; an endpoint that refuses or
+        ignores the images makes the brain unfit."""
+        if not self.cfg.probe or not images or not self._opt("executor", "send_images"):
+            return None
+        from .probe import probe_images
+        names = list(images)
+        res = probe_images(self, names, np.asarray(images[names[0]]).shape)
+        if res.verdict == "ok" and res.calibration:
+            self.calibration = res.calibration
+        if res.verdict == "unfit":
+            self._set_unfit(res.quirk, f"{res.quirk}: {res.message}")
+            if res.quirk != "images_refused":        # a refusal was named as it happened
+                self.on_event("vlm_quirk", role="probe", prompt="probe", quirk=res.quirk, detail=res.message,
+                              action="the episode ends before the first plan; nothing moved")
+        out = res.to_json()
+        self.on_event("vlm_probe", **out)
+        return out
 
     def cost(self, tin: int, tout: int) -> float | None:
         p = self.cfg.prices
@@ -533,7 +808,8 @@ def build_openai_brain(vlm: str | Path | dict | VLMConfig, robot=None, profile=N
         else:
             backend = ReplayBrain(cfg.replay)
         server = BrainServer(backend, model=cfg.model, faults=cfg.faults or None, on_event=rec,
-                             text_style=cfg.text_style).start()
+                             text_style=cfg.text_style, quirks=cfg.quirks or None,
+                             family=cfg.image_rules).start()
         cfg.base_url = server.url
         cfg.send_context = True                       # the oracle answers from the role's context
         cfg.privileged = cfg.privileged or bool(getattr(backend, "privileged", False))

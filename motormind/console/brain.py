@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-from ..brains.base import Brain, BrainReply, BrainRequest
+from ..brains.base import Brain, BrainReply, BrainRequest, BrainWrapper
 from .desk import OperatorDesk
 
 # what the console shows the operator of a role's context (the prompt's inputs, not the prompt)
@@ -35,7 +35,7 @@ def repair_error(req: BrainRequest) -> str:
     return ""
 
 
-class OperatorBrain(Brain):
+class OperatorBrain(BrainWrapper):
     def __init__(self, inner: Brain, desk: OperatorDesk, abort=None):
         self.inner = inner
         self.desk = desk

@@ -18,6 +18,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Bool, String
 
 from .. import SCHEMA_VERSION
+from ..brains.base import Brain, BrainReply
 from ..components import EpisodeConfig
 from ..mcap_record import dumps
 from ..profile import load_profile
@@ -243,7 +244,7 @@ class RemoteCall:
         return msg
 
 
-class RemoteOracleBrain:
+class RemoteOracleBrain(Brain):
     """The oracle brain as seen from a node without the simulator: each request goes to the one
     OracleBrain in the Controller's process (live privileged scene, one plan memory for all roles).
     Only the role's structured context crosses; the answer is the oracle's JSON text. Labelled
@@ -257,7 +258,6 @@ class RemoteOracleBrain:
         self.timeout = timeout
 
     def respond(self, req):
-        from ..brains.base import BrainReply
         t0 = time.perf_counter()
         msg = self.rpc.call("respond", self.timeout, role=req.role, prompt_name=req.prompt_name,
                             context=req.context)

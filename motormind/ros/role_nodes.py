@@ -12,7 +12,7 @@ import time
 from .. import SCHEMA_VERSION
 from ..components import (Context, EpisodeBook, Escalation, ExecutorComponent, MemoryView, MonitorComponent,
                           PlanDecision, PlannerComponent, VerifierComponent, operator_rejection, review_batch,
-                          verdict_from_json)
+                          unfit_reason, verdict_from_json)
 from ..console.brain import OperatorBrain
 from ..console.desk import TAKEOVER_ROLES
 from ..controller import CancelToken
@@ -131,6 +131,11 @@ class PlannerNode(RoleNode):
         self.component = PlannerComponent(Planner(self.brain, self.record), self.cfg, self.prompt_ctx, self.record,
                                            self.say)
         state, images = self.cache.look("start")
+        if images:                                # the brain checks it sees the cameras (Brain.preflight)
+            self.brain.preflight(images)
+        if self.brain.unfit:
+            self._publish(self.component.give_up(unfit_reason(self.brain.unfit)))
+            return
         self._publish(self.component.start(state, images))
 
     def _publish(self, d: PlanDecision | None, verdict: dict | None = None) -> None:
@@ -309,7 +314,7 @@ class ExecutorNode(RoleNode):
                     self.say("paused by the operator: holding before the next batch")
                 return
             success, steps = self._evaluate()
-            if book.check(steps, success, ""):
+            if book.check(steps, success, "", getattr(self.brain, "unfit", "")):
                 return self._end()
             sg = self.component.subgoal
             bid = book.next_batch_id()

@@ -3,6 +3,7 @@
     motormind serve-brain --backend oracle --port 8765            # answers remote-oracle.yaml clients
     motormind serve-brain --backend replay --record runs/RUN_DIR  # replays an episode's answers
     motormind serve-brain --backend reach --fault malformed_json=0.2 --fault http_429=0.1
+    motormind serve-brain --backend reach --quirk think_block=0.3 --quirk images_ignored=1 --family qwen2.5-vl
 
 For ``motormind run`` nothing needs starting by hand: ``configs/vlm/local-oracle.yaml`` says
 ``serve: oracle`` and the run starts this server in-process next to the simulation.
@@ -29,7 +30,15 @@ def register(subparsers) -> None:
     p.add_argument("--fault", action="append", default=[], metavar="NAME=RATE",
                    help="inject a fault at a rate, repeatable: malformed_json, missing_field, bad_magnitude, "
                         "unknown_op, premature_done, injection, slow, http_429, http_500")
-    p.add_argument("--fault-seed", type=int, default=0)
+    p.add_argument("--quirk", action="append", default=[], metavar="NAME=RATE",
+                   help="emulate a real server's quirk at a rate, repeatable: images_refused, images_ignored, "
+                        "schema_ignored, whitespace_flood, truncated, answer_in_reasoning, think_block, "
+                        "thinking_off_under_json (motormind/serve/quirks.py)")
+    p.add_argument("--family", default="generic",
+                   choices=["generic", "qwen2.5-vl", "qwen3-vl", "gemma3", "openai"],
+                   help="the model family emulated: how images are counted in usage (generic: 85 tokens an "
+                        "image) and how the coordinate check is answered (qwen2.5-vl: pixels of its resized image)")
+    p.add_argument("--fault-seed", type=int, default=0, help="seeds the fault and the quirk draws")
     p.add_argument("--fault-roles", default=None, help="comma-separated roles the faults apply to (default: all)")
     p.add_argument("--slow-s", type=float, default=None, help="how late a 'slow' answer arrives (default 5 s)")
     p.add_argument("--text-style", default="fenced", choices=["fenced", "raw"],
@@ -43,6 +52,7 @@ def register(subparsers) -> None:
 def _serve(args) -> int:
     from ..errors import ConfigError
     from .faults import FaultPlan
+    from .quirks import QuirkPlan
     from .server import BrainServer, ReplayBrain, SnapshotOracle
     try:
         if args.backend == "replay":
@@ -56,16 +66,20 @@ def _serve(args) -> int:
             brain = SnapshotOracle(args.profile)
         roles = [r.strip() for r in args.fault_roles.split(",")] if args.fault_roles else None
         faults = FaultPlan.from_cli(args.fault, seed=args.fault_seed, slow_s=args.slow_s, roles=roles)
+        quirks = QuirkPlan.from_cli(args.quirk, seed=args.fault_seed, roles=roles)
     except ConfigError as e:
         print(f"serve-brain: {e}", file=sys.stderr)
         return 2
     model = args.model or f"motormind-{args.backend}"
     srv = BrainServer(brain, host=args.host, port=args.port, model=model, faults=faults if faults.active else None,
-                      api_key=args.api_key, text_style=args.text_style, quiet=args.quiet, log_path=args.log)
+                      api_key=args.api_key, text_style=args.text_style, quiet=args.quiet, log_path=args.log,
+                      quirks=quirks if quirks.active else None, family=args.family)
     priv = " (PRIVILEGED: answers from simulator state)" if getattr(brain, "privileged", False) else ""
     print(f"serve-brain: {args.backend} as model {model!r} at {srv.url}{priv}", file=sys.stderr)
     if faults.active:
         print(f"serve-brain: injecting faults {json.dumps(faults.describe())}", file=sys.stderr)
+    if quirks.active:
+        print(f"serve-brain: emulating quirks {json.dumps(quirks.describe())}", file=sys.stderr)
     print(srv.url, flush=True)
     try:
         srv.serve_forever()

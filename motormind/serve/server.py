@@ -54,9 +54,12 @@ from typing import Callable
 import numpy as np
 
 from ..brains.base import Brain, BrainReply, BrainRequest
+from ..brains.image_sizing import RULES as FAMILIES
+from ..brains.image_sizing import fit as fit_image
 from ..errors import ConfigError, ResponseError
-from ..schemas import ROLE_SCHEMAS, validate
+from ..schemas import CHECK_SCHEMAS, ROLE_SCHEMAS, validate
 from .faults import HTTP_FAULTS, TEXT_FAULTS, FaultPlan
+from .quirks import IMAGE_QUIRKS, QuirkPlan, refusal, shape
 
 _ROLE_RE = re.compile(r"You are the (\w+)\b")
 
@@ -119,16 +122,18 @@ def request_from_body(body: dict) -> tuple[BrainRequest, dict]:
     for m in rest:
         history.append({"role": m.get("role", "user"), "content": _text(m.get("content"))})
     role = extra.get("role")
-    if role not in ROLE_SCHEMAS:
+    if role not in ROLE_SCHEMAS and role not in CHECK_SCHEMAS:
         m = _ROLE_RE.search(system)
         role = m.group(1).lower() if m else "unknown"
+        role = {"pointer": "point"}.get(role, role)
     rf = body.get("response_format") or {}
     schema = ((rf.get("json_schema") or {}).get("schema") if rf.get("type") == "json_schema" else None) \
-        or ROLE_SCHEMAS.get(role, {})
+        or ROLE_SCHEMAS.get(role) or CHECK_SCHEMAS.get(role, {})
     ctx = extra.get("context") if isinstance(extra.get("context"), dict) else {}
     req = BrainRequest(role, extra.get("prompt_name") or role, system, user, schema, images, ctx, history)
     return req, {"session": extra.get("session", ""), "scene": extra.get("scene"),
-                 "profile": extra.get("profile"), "images_sent": n_img, "images_decoded": len(images)}
+                 "profile": extra.get("profile"), "images_sent": n_img, "images_decoded": len(images),
+                 "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens")}
 
 
 def prompt_hash(system: str, user: str) -> str:
@@ -253,12 +258,17 @@ class BrainServer:
     def __init__(self, brain, *, host: str = "127.0.0.1", port: int = 0, model: str = "motormind",
                  faults: FaultPlan | dict | None = None, on_event: Callable[..., None] | None = None,
                  api_key: str | None = None, text_style: str = "fenced", keep_bodies: int = 0,
-                 quiet: bool = True, log_path: str | Path | None = None, max_log: int = 100000):
+                 quiet: bool = True, log_path: str | Path | None = None, max_log: int = 100000,
+                 quirks: QuirkPlan | dict | None = None, family: str = "generic"):
         if text_style not in ("fenced", "raw"):
             raise ConfigError(f"text_style: must be 'fenced' or 'raw', got {text_style!r}")
+        if family not in FAMILIES:
+            raise ConfigError(f"family: must be one of {', '.join(FAMILIES)}, got {family!r}")
         self.brain = brain
         self.model = model
+        self.family = family
         self.faults = faults if isinstance(faults, FaultPlan) or faults is None else FaultPlan.from_dict(faults)
+        self.quirks = quirks if isinstance(quirks, QuirkPlan) or quirks is None else QuirkPlan.from_dict(quirks)
         self.on_event = on_event or (lambda kind, **data: None)
         self.api_key = api_key
         self.text_style = text_style
@@ -315,6 +325,8 @@ class BrainServer:
 
     # -- answering ------------------------------------------------------------------------------
     def _respond(self, req: BrainRequest, extras: dict) -> BrainReply:
+        if req.role in CHECK_SCHEMAS:        # the camera checks: the emulated model looks at the pixels
+            return self._look(req, extras)
         if hasattr(self.brain, "respond_with"):
             return self.brain.respond_with(req, extras)
         return self.brain.respond(req)
@@ -351,11 +363,28 @@ class BrainServer:
             entry["status"] = 400
             return 400, _error(f"bad request: {e}", "invalid_request_error"), {}
         entry.update(role=req.role, attempt=len(req.history) // 2, images=extras["images_sent"])
+        rf_type = (body.get("response_format") or {}).get("type", "text")
         fault, k = self.faults.choose(req.role) if self.faults else (None, 0)
+        quirk, kq = (None, 0)
+        if not fault and self.quirks:
+            quirk, kq = self.quirks.choose(req.role, {"images": extras["images_sent"], "response_format": rf_type})
+            kq = self.quirks.injection_index(req.role, kq) if quirk else 0
         headers = {"x-request-id": rid}
         if fault:
             entry["fault"] = fault
             headers["x-motormind-fault"] = fault
+        if quirk:
+            entry["quirk"] = quirk
+            headers["x-motormind-quirk"] = quirk
+        if quirk == "images_refused":
+            code, err, what = refusal(kq)
+            self._quirk_event(quirk, req, n, what)
+            entry["status"] = code
+            return code, err, headers
+        if quirk == "images_ignored":
+            self._quirk_event(quirk, req, n, f"{extras['images_sent']} image part(s) dropped before the model")
+            req.images = {}
+            extras["images_decoded"] = 0
         if fault in HTTP_FAULTS:
             code = HTTP_FAULTS[fault]
             self._fault_event(fault, req, n, k, f"HTTP {code}")
@@ -380,8 +409,6 @@ class BrainServer:
             entry["error"] = f"{type(e).__name__}: {e}"
             return 500, _error(f"backend error: {type(e).__name__}: {e}", "server_error"), headers
         text = reply.text
-        rf = body.get("response_format") or {}
-        rf_type = rf.get("type", "text")
         if rf_type == "json_schema":
             try:
                 validate(json.loads(text), req.schema)
@@ -394,21 +421,69 @@ class BrainServer:
             self._fault_event(fault, req, n, k, detail)
         if rf_type not in ("json_schema", "json_object") and self.text_style == "fenced":
             text = f"Here is my answer.\n```json\n{text}\n```"
+        message, finish, billed = {"role": "assistant", "content": text}, "stop", None
+        if quirk and quirk not in IMAGE_QUIRKS:
+            message, finish, detail, billed = shape(quirk, kq, text, rf_type, int(extras.get("max_tokens") or 1024))
+            self._quirk_event(quirk, req, n, detail)
         chars = len(req.system) + len(req.user) + sum(len(h["content"]) for h in req.history)
-        usage = {"prompt_tokens": _estimate_tokens(chars) + 85 * extras["images_sent"],
-                 "completion_tokens": _estimate_tokens(len(text))}
+        said = len(message.get("content") or "") + len(message.get("reasoning_content") or "") + \
+            len(message.get("reasoning") or "")
+        usage = {"prompt_tokens": _estimate_tokens(chars) + self.image_tokens(req.images),
+                 "completion_tokens": billed if billed is not None else _estimate_tokens(said)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         entry["status"] = 200
+        mm = {"source": getattr(reply, "brain", "?"), "privileged": bool(reply.privileged),
+              "fault": fault, "quirk": quirk, "role": req.role, "images_received": extras["images_decoded"],
+              "usage_estimated": True, "response_format": rf_type}
+        if quirk == "images_ignored":      # a server that drops images does not say so
+            mm.pop("images_received")
         out = {
             "id": rid, "object": "chat.completion", "created": int(time.time()), "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
-                         "logprobs": None}],
-            "usage": usage,
-            "motormind": {"source": getattr(reply, "brain", "?"), "privileged": bool(reply.privileged),
-                          "fault": fault, "role": req.role, "images_received": extras["images_decoded"],
-                          "usage_estimated": True, "response_format": rf_type},
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": usage, "motormind": mm,
         }
         return 200, out, headers
+
+    def image_tokens(self, images: dict) -> int:
+        """Prompt tokens for the images the emulated model received, by the family's rules
+        (``generic``: 85 an image, OpenAI's low-detail price)."""
+        total = 0
+        for img in images.values():
+            h, w = np.asarray(img).shape[:2]
+            t = fit_image(self.family, w, h, max(w, h)).tokens      # the image as it came
+            total += 85 if t is None else t
+        return total
+
+    def _look(self, req: BrainRequest, extras: dict) -> BrainReply:
+        """The emulated model's answer to a camera check, from the pixels it received: the colour
+        of each image (``probe``), or where the dot is (``point``), in the family's convention for
+        coordinates (Qwen2.5-VL: absolute pixels of its resized image; the others: the 0..1000
+        the prompt asks for)."""
+        from ..brains.probe import find_dot, name_colour
+        imgs = list(req.images.values())
+        if req.role == "probe":
+            n = max(extras.get("images_sent", 0), len(imgs))
+            colours = [name_colour(im) for im in imgs] + ["none"] * (n - len(imgs))
+            return BrainReply(json.dumps({"schema_version": 1, "colours": colours}), f"serve-brain:{self.family}")
+        x, y = 500.0, 500.0                 # blind: a guess
+        if imgs:
+            h, w = np.asarray(imgs[0]).shape[:2]
+            dot = find_dot(imgs[0])
+            if dot is not None:
+                if self.family == "qwen2.5-vl":
+                    t = fit_image(self.family, w, h, max(w, h))
+                    x, y = dot[0] * t.width / w, dot[1] * t.height / h
+                else:
+                    x, y = dot[0] / w * 1000.0, dot[1] / h * 1000.0
+        return BrainReply(json.dumps({"schema_version": 1, "x": round(x, 1), "y": round(y, 1)}),
+                          f"serve-brain:{self.family}")
+
+    def _quirk_event(self, quirk: str, req: BrainRequest, n: int, detail: str) -> None:
+        try:
+            self.on_event("serve_quirk", quirk=quirk, role=req.role, request=n,
+                          attempt=len(req.history) // 2, detail=detail)
+        except Exception:  # noqa: BLE001 - a recorder problem must not break the answer
+            pass
 
     def _fault_event(self, fault: str, req: BrainRequest, n: int, k: int, detail: str) -> None:
         try:

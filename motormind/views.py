@@ -1,0 +1,114 @@
+"""Where each camera looks from, in the robot's base frame: what a VLM needs to turn what it sees
+into base-frame directions ("the bowl is right of the gripper in agentview" -> the robot's left).
+
+A robot profile's ``cameras`` section holds one entry per camera (direction words are the
+profile's own, ``directions``)::
+
+    cameras:
+      agentview:
+        mount: fixed                  # fixed | gripper (moves and turns with the gripper)
+        where: in front of the robot, across the table, above it
+        looks: [back, down]           # the directions the camera looks along
+        image_right: left             # the robot's direction that points to the image's right
+        image_up: up                  # ... and to the image's top
+
+Every role whose prompt carries images is told these in words (``describe``), for example
+"agentview: a fixed camera in front of the robot ...; in its image, right is the robot's left
+(+y) ...". Positions in MotorMind's prompts and answers are always base-frame millimetres, never
+image pixels, so no image coordinate convention is involved.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConfigError
+
+MOUNTS = ("fixed", "gripper")
+_KEYS = {"mount", "where", "looks", "image_right", "image_up"}
+
+
+@dataclass(frozen=True)
+class CameraView:
+    name: str
+    mount: str                      # fixed | gripper
+    where: str                      # free text: where it stands ("" when not said)
+    looks: tuple                    # direction words it looks along
+    image_right: str                # direction word pointing to the image's right
+    image_up: str                   # direction word pointing to the image's top
+
+
+def parse_views(section: dict | None, directions: dict, where: str = "cameras") -> dict:
+    """The profile's ``cameras`` section -> {name: CameraView}, every word checked."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: must be a mapping of camera name -> view, got {section!r}")
+    out = {}
+    for name, d in section.items():
+        at = f"{where}.{name}"
+        if not isinstance(d, dict):
+            raise ConfigError(f"{at}: must be a mapping (mount, where, looks, image_right, image_up)")
+        extra = sorted(set(d) - _KEYS)
+        if extra:
+            raise ConfigError(f"{at}: unknown key(s) {extra} (known: {sorted(_KEYS)})")
+        for k in ("mount", "looks", "image_right", "image_up"):
+            if k not in d:
+                raise ConfigError(f"{at}.{k}: missing")
+        if d["mount"] not in MOUNTS:
+            raise ConfigError(f"{at}.mount: must be one of {', '.join(MOUNTS)}, got {d['mount']!r}")
+        looks = d["looks"] if isinstance(d["looks"], list) else [w.strip() for w in str(d["looks"]).split(",")]
+        for k, words in (("looks", looks), ("image_right", [d["image_right"]]), ("image_up", [d["image_up"]])):
+            bad = [w for w in words if w not in directions]
+            if bad or not words:
+                raise ConfigError(f"{at}.{k}: {bad or words} not among the profile's direction words "
+                                  f"({', '.join(sorted(directions))})")
+        r, u = np.asarray(directions[d["image_right"]]), np.asarray(directions[d["image_up"]])
+        if abs(float(np.dot(r, u))) > 0.5:
+            raise ConfigError(f"{at}: image_right {d['image_right']!r} and image_up {d['image_up']!r} "
+                              "must be (roughly) perpendicular")
+        out[str(name)] = CameraView(str(name), d["mount"], str(d.get("where", "") or ""), tuple(looks),
+                                    d["image_right"], d["image_up"])
+    return out
+
+
+def _axis(vec) -> str:
+    """'+y', '-x', ... the base axis a direction vector mostly points along."""
+    v = np.asarray(vec, dtype=float)
+    i = int(np.argmax(np.abs(v)))
+    return f"{'+' if v[i] >= 0 else '-'}{'xyz'[i]}"
+
+
+def _opposite(word: str, directions: dict) -> str:
+    v = -np.asarray(directions[word], dtype=float)
+    return max(directions, key=lambda w: float(np.dot(np.asarray(directions[w], dtype=float), v)))
+
+
+def describe_view(v: CameraView, directions: dict) -> str:
+    def word(w: str) -> str:
+        return f"{w} ({_axis(directions[w])})"
+    looks = " and ".join(v.looks)
+    if v.mount == "gripper":
+        head = f"{v.name}: on the gripper, moving and turning with it" + (f" ({v.where})" if v.where else "") + \
+               f"; with the gripper as at the start it looks {looks}"
+    else:
+        head = f"{v.name}: a fixed camera" + (f" {v.where}" if v.where else "") + f", looking {looks}"
+    left = _opposite(v.image_right, directions)
+    down = _opposite(v.image_up, directions)
+    s = (f"{head}. In its image, right is the robot's {word(v.image_right)}, left the robot's {word(left)}, "
+         f"up the robot's {word(v.image_up)} and down the robot's {word(down)}.")
+    if float(np.dot(np.asarray(directions[v.image_right], dtype=float), [0.0, 1.0, 0.0])) > 0.5:   # +y: left
+        s += " It faces the robot: the robot's left appears on the image's right."
+    return s
+
+
+def describe(views: dict, directions: dict, names=None) -> str:
+    """The prompt text for the cameras ``names`` (default: all described)."""
+    names = list(views) if names is None else list(names)
+    lines = [describe_view(views[n], directions) for n in names if n in views]
+    missing = [n for n in names if n not in views]
+    if missing:
+        lines.append(f"{', '.join(missing)}: no view description in the robot profile")
+    return "\n".join(f"- {ln}" for ln in lines) if lines else \
+        "- no camera view descriptions in the robot profile: judge directions from the measured state"
