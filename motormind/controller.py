@@ -288,11 +288,12 @@ class Controller:
         obs = obs0
         steps_total = 0
         blend_m = self.profile.tolerances.blend_mm / 1000.0
+        blend_rad = math.radians(self.profile.tolerances.blend_deg)
         chain = None          # the target of a move passed through (blended): the next move aims from it
         cmds = batch.commands
         for i, cmd in enumerate(cmds):
             cj = cmd.to_json()
-            if chain is not None and (cancel.cancelled or self.paused or not isinstance(cmd, Move)):
+            if chain is not None and (cancel.cancelled or self.paused or not isinstance(cmd, (Move, Rotate))):
                 obs = self._settle(results[-1], chain, obs, rot_goal)   # the boundary is a stop here
                 steps_total += results[-1].settle_steps
                 chain = None
@@ -309,8 +310,10 @@ class Controller:
             self.current = {"batch": batch, "index": i}
             self.on_event("command_start", {"batch_id": bid, "index": i, "command": cj})
             nxt = cmds[i + 1] if i + 1 < len(cmds) else None
-            blend = blend_m if isinstance(cmd, Move) and isinstance(nxt, Move) else 0.0
-            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend, chain)
+            # a move or rotation followed by another passes through: the next one corrects what is left
+            flows = isinstance(cmd, (Move, Rotate)) and isinstance(nxt, (Move, Rotate))
+            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend_m if flows else 0.0, chain,
+                                                   blend_rad if flows else 0.0)
             chain = res.passed_target if res.status == "done" else None
             steps_total += res.steps
             results.append(res)
@@ -359,7 +362,7 @@ class Controller:
         return end
 
     def _execute_one(self, i: int, cmd, obs: Observation, rot_goal: np.ndarray, blend_m: float = 0.0,
-                     chain: np.ndarray | None = None):
+                     chain: np.ndarray | None = None, blend_rad: float = 0.0):
         prof = self.profile
         tol = prof.tolerances
         t0 = self.clock()
@@ -373,11 +376,13 @@ class Controller:
                                   duration_s=self.clock() - t0), obs, rot_goal)
         if isinstance(cmd, Move):
             disp = cmd.displacement_mm / 1000.0
-            motion = Motion("move", start + disp, rot_goal, max_steps=tol.max_steps_per_command, blend_m=blend_m)
+            motion = Motion("move", start + disp, rot_goal, max_steps=tol.max_steps_per_command, blend_m=blend_m,
+                            blend_rad=blend_rad)
             commanded = {"translation_mm": _mm(disp)}
         elif isinstance(cmd, Rotate):
             rot_goal = axis_angle_to_mat(cmd.axis_vector, math.radians(cmd.angle_deg)) @ rot_goal
-            motion = Motion("rotate", p0.copy(), rot_goal, max_steps=tol.max_steps_per_command)
+            motion = Motion("rotate", start.copy(), rot_goal, max_steps=tol.max_steps_per_command, blend_m=blend_m,
+                            blend_rad=blend_rad)
             commanded = {"rotation_deg": round(cmd.angle_deg, 3), "axis": cmd.axis}
         elif isinstance(cmd, Gripper):
             motion = Motion("gripper", p0.copy(), rot_goal, gripper=cmd.width, max_steps=tol.max_steps_per_command)
@@ -414,7 +419,7 @@ class Controller:
             err_mm = float(np.linalg.norm(np.asarray(end.eef_pos_m) - motion.target_pos_m)) * 1000
             achieved["error_mm"] = round(err_mm, 2)
             if blend_m and mres.converged and err_mm <= blend_m * 1000 + 1e-6:
-                reason = (f"passed through {err_mm:.1f} mm from its target on to the next move "
+                reason = (f"passed through {err_mm:.1f} mm from its target on to the next command "
                           f"(blend_mm {tol.blend_mm:g})")
                 res = CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
                                     motion.to_json())
@@ -434,7 +439,14 @@ class Controller:
         elif motion.kind == "rotate":
             err_deg = math.degrees(angle_between(rot_goal, quat_to_mat(end.eef_quat_xyzw)))
             achieved["error_deg"] = round(err_deg, 2)
-            if err_deg > tol.rotation_deg:
+            if blend_rad and mres.converged and err_deg <= math.degrees(blend_rad) + 1e-6:
+                reason = (f"passed through {err_deg:.1f} deg from its target on to the next command "
+                          f"(blend_deg {tol.blend_deg:g})")
+                res = CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
+                                    motion.to_json())
+                res.passed_target = motion.target_pos_m
+                return res, end, rot_goal
+            elif err_deg > tol.rotation_deg:
                 status = "blocked"
                 reason = (f"{'stopped by contact: ' if mres.contact else ''}rotation error {err_deg:.1f} deg "
                           f"> tolerance {tol.rotation_deg:g} deg" + (f" ({mres.note})" if mres.note else ""))

@@ -40,6 +40,7 @@ class Tolerances:
     blend_mm: float = 0.0             # a move followed by another move passes within this of its target
                                       # without stopping (0: every move settles); the next one is aimed
                                       # from this one's target, so a chain of moves does not drift
+    blend_deg: float = 0.0            # the same for a rotation followed by another rotation
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ _SECTIONS = {         # section -> its keys (None: free-form); every section but
     "gripper": ("max_width_mm", "min_width_mm"),
     "speeds": ("move_mm_s", "rotate_deg_s"),
     "tolerances": ("position_mm", "rotation_deg", "settle_mm_per_step", "max_steps_per_command", "continue_mm",
-                   "blend_mm"),
+                   "blend_mm", "blend_deg"),
     "control": ("period_s",),
 }
 _OPTIONAL = ("description", "safety", "cameras")
@@ -240,9 +241,11 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
         max_steps_per_command=r.count(tol, "max_steps_per_command", "tolerances"),
         continue_mm=r.num(tol, "continue_mm", "tolerances") if "continue_mm" in tol
         else r.num(tol, "position_mm", "tolerances"),
-        blend_mm=r.num(tol, "blend_mm", "tolerances", False) if "blend_mm" in tol else 0.0)
-    if tolerances.blend_mm < 0:
-        r.fail("tolerances.blend_mm", f"must be >= 0, got {tolerances.blend_mm:g}")
+        blend_mm=r.num(tol, "blend_mm", "tolerances", False) if "blend_mm" in tol else 0.0,
+        blend_deg=r.num(tol, "blend_deg", "tolerances", False) if "blend_deg" in tol else 0.0)
+    for key in ("blend_mm", "blend_deg"):
+        if getattr(tolerances, key) < 0:
+            r.fail(f"tolerances.{key}", f"must be >= 0, got {getattr(tolerances, key):g}")
     r.ordered(tolerances.position_mm, tolerances.continue_mm, "tolerances.continue_mm", "position_mm",
               "continue_mm")
     safety = d.get("safety") or {}

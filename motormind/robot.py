@@ -57,13 +57,15 @@ class Motion:
     max_steps: int = 60              # give up (blocked) after this many control steps
     blend_m: float = 0.0             # > 0: another move follows; pass within this of the target (a
                                      # backend that cannot blend settles at the target instead)
+    blend_rad: float = 0.0           # > 0: another rotation follows; pass within this of the target
 
     def to_json(self) -> dict:
         from .geometry import mat_to_quat
         return {"kind": self.kind, "target_pos_m": [round(float(v), 6) for v in self.target_pos_m],
                 "target_quat_xyzw": [round(float(v), 6) for v in mat_to_quat(self.target_rot)],
                 "gripper": self.gripper, "seconds": self.seconds,
-                **({"blend_m": self.blend_m} if self.blend_m else {})}
+                **({"blend_m": self.blend_m} if self.blend_m else {}),
+                **({"blend_rad": self.blend_rad} if self.blend_rad else {})}
 
 
 @dataclass

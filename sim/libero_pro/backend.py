@@ -342,8 +342,8 @@ class LiberoRobot(Robot):
                 ang = float(np.linalg.norm(rot_error(r_tgt, pose.r)))
                 if err < pos_tol and ang < rot_tol and np.linalg.norm(v) < v_tol:
                     return MotionResult(steps, True, False, "")
-                if motion.blend_m > 0 and err < motion.blend_m and ang < rot_tol:
-                    return MotionResult(steps, True, False, "")          # passing through: the next move follows
+                if motion.blend_m > 0 and err < motion.blend_m and ang < max(rot_tol, motion.blend_rad):
+                    return MotionResult(steps, True, False, "")          # passing through: the next command follows
                 if self._interrupted(estop):
                     return MotionResult(steps, False, True, "stopped")
                 if steps >= motion.max_steps:
@@ -371,17 +371,17 @@ class LiberoRobot(Robot):
                 self._step_servo(p_tgt, r_tgt)
                 steps += 1
 
-    def _touching(self) -> str:
-        """What of the robot touches the scene now, as a force sensor would tell it (no names of
-        scene objects): "" when nothing; else "fingers", "hand", "arm" and/or "held object"."""
+    def _robot_contacts(self):
+        """(robot geom, scene geom) pairs in contact now, and per scene root body the fingers
+        ("finger1", "finger2") touching it. Call under the lock."""
         sim = self._env.env.sim
         model, data = sim.model, sim.data
         raw = model._model
         root = np.asarray(raw.body_rootid)
         robot_root = root[raw.site_bodyid[self._site_id]]
         geom_body = np.asarray(raw.geom_bodyid)
-        finger_roots: dict[int, set] = {}        # scene root body -> which fingers touch it
-        touches: list[tuple[int, int]] = []      # (robot geom, scene geom)
+        finger_roots: dict[int, set] = {}
+        touches: list[tuple[int, int]] = []
         for i in range(int(data.ncon)):
             c = data.contact[i]
             g1, g2 = int(c.geom1), int(c.geom2)
@@ -394,6 +394,18 @@ class LiberoRobot(Robot):
             for f in ("finger1", "finger2"):
                 if f in name:
                     finger_roots.setdefault(int(root[geom_body[g_scene]]), set()).add(f)
+        return touches, finger_roots
+
+    def _touching(self) -> str:
+        """What of the robot touches the scene now, as a force sensor would tell it (no names of
+        scene objects): "" when nothing; else "fingers", "hand", "arm" and/or "held object"."""
+        sim = self._env.env.sim
+        model, data = sim.model, sim.data
+        raw = model._model
+        root = np.asarray(raw.body_rootid)
+        robot_root = root[raw.site_bodyid[self._site_id]]
+        geom_body = np.asarray(raw.geom_bodyid)
+        touches, finger_roots = self._robot_contacts()
         held = {r for r, fs in finger_roots.items() if len(fs) == 2}
         parts = set()
         for g_rob, g_scene in touches:

@@ -207,15 +207,17 @@ class Scene:
         ``bodies``: per object / fixture: ``kind``, ``pos`` (body origin, the point LIBERO's
         predicates test), ``rot`` (3x3 row-major, body frame -> base), ``local_lo``/``local_hi``
         (the collision geoms' extent in the body frame: an oriented box), ``boxes`` (one
-        axis-aligned [lo, hi] per collision geom, base frame), ``lo``/``hi`` (their union).
-        ``static``: [lo, hi] boxes of the scene's other collision geoms (tables, walls);
+        axis-aligned [lo, hi] per collision geom, base frame), ``obbs`` (the same geoms as oriented
+        boxes: centre 3, half sizes 3, rotation 9 row-major), ``lo``/``hi`` (their union).
+        ``static`` / ``static_obbs``: the scene's other collision geoms (tables, walls), both ways;
         ``ground_z``: the floor plane's height (None without one).
         ``articulations``: per joint of an articulated fixture: ``fixture``, ``joint``, ``type``
         (slide | hinge), ``q``, ``range``, ``axis`` and ``anchor`` (base frame), ``body`` (the
         moving body), ``parts`` (its collision geoms: name, centre, half sizes, rot), ``regions``
         (the regions it moves) and ``ranges`` (LIBERO's open / close / turn-on / turn-off ranges).
         ``predicates``: the truth of open / close / turnon / turnoff for every articulated fixture
-        and region, keyed "op name"."""
+        and region, keyed "op name". ``finger_contacts``: per object or fixture, the fingers
+        ("finger1", "finger2") touching it now (both: it is pinched between them)."""
         with self._lock():
             e = self._e
             model, data = e.sim.model, e.sim.data
@@ -227,8 +229,8 @@ class Scene:
             robot_root = int(root[raw.site_bodyid[r._site_id]])
             aabb = np.asarray(model.geom_aabb)
             signs = np.array(list(itertools.product((-1, 1), repeat=3)), dtype=float)
-            bodies: dict = {n: {"kind": "object" if n in e.objects_dict else "fixture", "boxes": [], "pts": []}
-                            for n in e.obj_body_id}
+            bodies: dict = {n: {"kind": "object" if n in e.objects_dict else "fixture", "boxes": [], "obbs": [],
+                                "pts": []} for n in e.obj_body_id}
             static, ground_z = [], None
             gids = np.flatnonzero((raw.geom_contype != 0) | (raw.geom_conaffinity != 0))
             gids = gids[root[raw.geom_bodyid[gids]] != robot_root]
@@ -243,14 +245,21 @@ class Scene:
             world_pts = np.asarray(data.geom_xpos)[gids, None, :] + np.einsum("nkj,nij->nki", local, xm)
             pts_all = (world_pts - bp) @ rb
             los, his = pts_all.min(axis=1), pts_all.max(axis=1)
+            # the same boxes as oriented boxes: centre, half sizes, rotation (base frame, row-major)
+            cen = ((np.asarray(data.geom_xpos)[gids] + np.einsum("nij,nj->ni", xm, aabb[gids, :3])) - bp) @ rb
+            rots = np.einsum("ji,njk->nik", rb, xm)
+            static_obb = []
             for k, g in enumerate(gids):
                 b = int(raw.geom_bodyid[g])
                 name = owner.get(int(root[b])) or owner.get(b)
                 box = [los[k].tolist(), his[k].tolist()]
+                obb = cen[k].tolist() + aabb[g, 3:].tolist() + rots[k].ravel().tolist()
                 if name is None:
                     static.append(box)
+                    static_obb.append(obb)
                 else:
                     bodies[name]["boxes"].append(box)
+                    bodies[name]["obbs"].append(obb)
                     bodies[name]["pts"].append(pts_all[k])
             for n, bd in bodies.items():
                 bid = e.obj_body_id[n]
@@ -262,8 +271,11 @@ class Scene:
                           local_hi=loc.max(axis=0).tolist(), lo=pts.min(axis=0).tolist(),
                           hi=pts.max(axis=0).tolist())
             arts, preds = self._articulations(model, data, raw, root, owner, aabb)
-            return {"frame": "base", "units": "m", "bodies": bodies, "static": static, "ground_z": ground_z,
-                    "articulations": arts, "predicates": preds,
+            _, fingers = r._robot_contacts()
+            touched = {owner[rt]: sorted(fs) for rt, fs in fingers.items() if rt in owner}
+            return {"frame": "base", "units": "m", "bodies": bodies, "static": static, "static_obbs": static_obb,
+                    "ground_z": ground_z,
+                    "articulations": arts, "predicates": preds, "finger_contacts": touched,
                     "regions": {n: {k: (v.tolist() if isinstance(v, np.ndarray) else v)
                                     for k, v in self.region(n).items()} for n in self.region_names}}
 

@@ -35,7 +35,8 @@ KNOB_TWIST_ON = math.radians(55.0)
 KNOB_TWIST_OFF_MARGIN = math.radians(12.0)
 FLAT_MAX_M = 0.03          # an object this thin and wider than the gap is pushed, not lifted
 PUSH_TOL_M = 0.012         # a push is done with the origin this close to the target
-BACKOFF_M = 0.04
+BACKOFF_M = 0.03
+RELEASE_FRACTION = 0.4     # the fingers let go of a handle bar (16 mm) by opening to about 31 mm
 
 
 # -- facts about fixtures ---------------------------------------------------------------------------
@@ -125,14 +126,25 @@ def reorient(pose: pp.Pose, r_goal: np.ndarray, profile) -> list[dict]:
     return out
 
 
-def untilt(pose: pp.Pose, profile) -> tuple[list[dict], float]:
-    """Back to pointing down (keeping the finger direction nearest the current one)."""
+def untilt(pose: pp.Pose, profile) -> tuple[list[dict], pp.Pose]:
+    """Back off along the tool (out of whatever it was pointing into) and turn back to pointing
+    down by the smallest rotation (about the horizontal axis across the tilt):
+    -> (commands, the pose they leave: BACKOFF_M back, pointing down)."""
     if pose.rot is None or pose.tilt < math.radians(5.0):
-        return [], pose.yaw
-    x = pose.rot[:, 0]
-    yaw = math.atan2(x[1], x[0]) if math.hypot(x[0], x[1]) > 0.3 else math.atan2(pose.rot[1, 1], pose.rot[0, 1]) \
-        - math.pi / 2
-    return reorient(pose, down_rot(yaw), profile), yaw
+        return [], pose
+    k = np.cross(pose.approach, [0.0, 0.0, -1.0])
+    n = float(np.linalg.norm(k))
+    r_goal = axis_angle_to_mat(k / n, pose.tilt) @ pose.rot if n > 1e-9 else down_rot(pose.yaw)
+    x = r_goal[:, 0]
+    yaw = math.atan2(x[1], x[0])
+    grip = pose.grip
+    cmds: list[dict] = []
+    if pose.tilt > math.radians(30.0):
+        grip = pose.grip - pose.approach * BACKOFF_M
+        cmds += path_commands(pose.grip, [grip], profile)
+    cmds += reorient(pose, r_goal, profile)
+    j7 = None if pose.j7_deg is None else pose.j7_deg
+    return cmds, pp.Pose(grip, yaw, pose.width_mm, pose.fraction, j7, down_rot(yaw))
 
 
 def horizontal_rot(d: np.ndarray, sep_vertical: bool) -> np.ndarray:
@@ -150,6 +162,8 @@ def horizontal_rot(d: np.ndarray, sep_vertical: bool) -> np.ndarray:
 
 # -- drawers ----------------------------------------------------------------------------------------
 def drawer(brain, w: World, pose: pp.Pose, name: str, opening: bool = True):
+    """Open a drawer: turn the tool horizontal where the hand has room, come in level with the
+    handle bar, fingers one above and one below it, close, pull, let go and back off."""
     prof = brain.profile
     a = joint_of(w, name, ("slide",))
     if a is None:
@@ -160,43 +174,64 @@ def drawer(brain, w: World, pose: pp.Pose, name: str, opening: bool = True):
     goal_q = _pull_target(a)
     r_h = horizontal_rot(d, sep_vertical=True)
     horizontal = pose.rot is not None and float(np.dot(pose.approach, -d)) > 0.97
-    grip_on_bar = horizontal and np.linalg.norm(pose.grip - hc) < 0.02
+    pre = hc + d * 0.06
+    on_bar = hc + d * 0.004
     cmds: list[dict] = []
-    if grip_on_bar and pp.HOLD_MIN_MM < pose.width_mm < 40.0:   # holding the bar: pull
-        pull = abs(a.q - goal_q)
+    if horizontal and np.linalg.norm(pose.grip - on_bar) < 0.015 and pp.HOLD_MIN_MM < pose.width_mm < 40.0:
+        pull = abs(a.q - goal_q)                      # holding the bar: pull
         cmds += path_commands(pose.grip, [pose.grip + d * pull], prof)
         cmds += _release_and_back(pose.grip + d * pull, d, pose, prof)
         return cmds, True
-    if not horizontal:                               # to the standoff, pointing down, then turn
-        standoff = hc + d * STANDOFF_M + np.array([0.0, 0.0, 0.03])
+    if not horizontal:                                # pointing down: to where the tool can turn, turn
         yaw = math.atan2(d[1], d[0])
-        un, _ = untilt(pose, prof)
+        un, pose = untilt(pose, prof)
         cmds += un
         if pose.fraction < 0.95:
             cmds.append({"op": "gripper", "action": "open"})
-        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof) if not un else []
+        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+        turn_at = turning_point(w, pre, down_rot(yaw), r_h)
         bundle = gripper_boxes(np.zeros(3), yaw, MAX_GAP_M)
-        cmds += path_commands(pose.grip, route(w, pose.grip, standoff, bundle, exclude=()), prof)
-        fake = pp.Pose(standoff, yaw, pose.width_mm, 1.0, pose.j7_deg, down_rot(yaw))
+        cmds += path_commands(pose.grip, route(w, pose.grip, turn_at, bundle, exclude=()), prof)
+        fake = pp.Pose(turn_at, yaw, pose.width_mm, 1.0, pose.j7_deg, down_rot(yaw))
         cmds += reorient(fake, r_h, prof)
-        return cmds, False
-    # horizontal: in front of the bar, then onto it, close, pull
-    if pose.fraction < 0.9:
-        cmds.append({"op": "gripper", "action": "open"})
-    near = hc + d * 0.06
-    if np.linalg.norm(pose.grip - near) > 0.003 and float(np.dot(pose.grip - hc, d)) > 0.03:
-        cmds += path_commands(pose.grip, [near], prof)
-        start = near
+        start = turn_at
     else:
+        if pose.fraction < 0.9:
+            cmds.append({"op": "gripper", "action": "open"})
         start = pose.grip
-    cmds += path_commands(start, [hc + d * 0.004], prof)
+    # level with the bar, onto it, close; then pull, let go, back off (in the next batch if need be)
+    cmds += path_commands(start, [pre, on_bar], prof)
     cmds.append({"op": "gripper", "action": "close"})
-    pull = abs(a.q - goal_q)
-    cmds += path_commands(hc + d * 0.004, [hc + d * (0.004 + pull)], prof)
-    if len(cmds) + 3 <= prof.limits.max_batch:
-        cmds += _release_and_back(hc + d * (0.004 + pull), d, pose, prof)
-        return cmds, True
-    return cmds, False
+    if len(cmds) > prof.limits.max_batch:             # the turn now, the approach after it
+        return cmds[:len(cmds) - 3], False
+    if len(cmds) + 4 > prof.limits.max_batch:         # ends closed on the bar: the next batch pulls
+        return cmds, False
+    end = on_bar + d * abs(a.q - goal_q)
+    cmds += path_commands(on_bar, [end], prof)
+    cmds += _release_and_back(end, d, pose, prof)
+    return cmds, True
+
+
+def turning_point(w: World, p: np.ndarray, r_from: np.ndarray, r_to: np.ndarray, rise: float = 0.02,
+                  top: float = 0.45) -> np.ndarray:
+    """The lowest point above ``p`` where the gripper turns from ``r_from`` to ``r_to`` (about the
+    grip site, as the Controller turns it) clear of the scene, checked every 15 deg."""
+    rv = rot_error(r_to, r_from)
+    ang = float(np.linalg.norm(rv))
+    axis = rv / ang if ang > 1e-9 else np.array([0.0, 0.0, 1.0])
+    steps = max(2, int(math.ceil(math.degrees(ang) / 15.0)))
+    q = p.copy()
+    while q[2] < top:
+        ok = True
+        for k in range(steps + 1):
+            r = axis_angle_to_mat(axis, ang * k / steps) @ r_from
+            if w.clearance(gripper_boxes(q, 0.0, MAX_GAP_M, rot=r)) < 0.008:
+                ok = False
+                break
+        if ok:
+            return q
+        q = q + np.array([0.0, 0.0, rise])
+    return q
 
 
 def _half_along(part: dict, d: np.ndarray) -> float:
@@ -213,7 +248,9 @@ def _pull_target(a: Articulation) -> float:
 
 
 def _release_and_back(at: np.ndarray, d: np.ndarray, pose: pp.Pose, prof) -> list[dict]:
-    return [{"op": "gripper", "width": 0.6}] + path_commands(at, [at + d * BACKOFF_M], prof)
+    """Let go of the bar (just wide enough to clear it). The backing off is the next skill's
+    first move (``untilt``): there it blends into the turn back to pointing down."""
+    return [{"op": "gripper", "width": RELEASE_FRACTION}]
 
 
 def close(brain, w: World, pose: pp.Pose, name: str):
@@ -236,11 +273,10 @@ def close(brain, w: World, pose: pp.Pose, name: str):
     if not horizontal:
         standoff = face + d * STANDOFF_M + np.array([0.0, 0.0, 0.04])
         yaw = math.atan2(d[1], d[0]) + math.pi / 2
-        un, _ = untilt(pose, prof)
+        un, pose = untilt(pose, prof)
         cmds += un
         bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
-        if not un:
-            cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
         if pose.fraction > 0.1:
             cmds.append({"op": "gripper", "action": "close"})
         cmds += path_commands(pose.grip, route(w, pose.grip, standoff, bundle, exclude=()), prof)
@@ -278,13 +314,12 @@ def door(brain, w: World, pose: pp.Pose, a: Articulation):
     z = top - 0.03 + pp.GRASP_FLOOR_M - 0.01
     remaining = abs(closed_q - a.q) + 0.05
     cmds: list[dict] = []
-    un, _ = untilt(pose, prof)
+    un, pose = untilt(pose, prof)
     cmds += un
     if pose.fraction > 0.1:
         cmds.append({"op": "gripper", "action": "close"})
     yaw = math.atan2(v[1], v[0]) + math.pi / 2       # the hand's thin side along the push
-    if not un:
-        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+    cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
 
     def point(theta: float) -> np.ndarray:
         rr = axis_angle_to_mat(z_axis, sense * theta)
@@ -321,14 +356,13 @@ def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
     twist = KNOB_TWIST_ON if on else -(a.q - min(a.ranges.get("turnoff", [0.0])) + KNOB_TWIST_OFF_MARGIN)
     twist *= 1.0 if a.axis[2] > 0 else -1.0
     cmds: list[dict] = []
-    un, _ = untilt(pose, prof)
+    un, pose = untilt(pose, prof)
     cmds += un
     if pose.fraction < 0.95:
         cmds.append({"op": "gripper", "action": "open"})
     yaw = bar_yaw + math.pi / 2                      # fingers across the bar
     yaw = _orient_for_twist(yaw, pose, twist)
-    if not un:
-        cmds += rotations("yaw", yaw - pose.yaw, prof)
+    cmds += rotations("yaw", yaw - pose.yaw, prof)
     pre = grasp + np.array([0.0, 0.0, 0.05])
     bundle = gripper_boxes(np.zeros(3), yaw, MAX_GAP_M)
     cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=()), prof)
@@ -381,12 +415,11 @@ def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
     contact = body.pos[:2] - u * (back + 0.012)
     behind = np.array([*(contact - u * 0.03), z])
     cmds: list[dict] = []
-    un, _ = untilt(pose, prof)
+    un, pose = untilt(pose, prof)
     cmds += un
     if pose.fraction > 0.1:
         cmds.append({"op": "gripper", "action": "close"})
-    if not un:
-        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+    cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
     bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
     cmds += path_commands(pose.grip, route(w, pose.grip, behind, bundle, exclude=()), prof)
     end = np.array([*(contact + u * dist), z])

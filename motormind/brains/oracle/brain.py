@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +39,16 @@ RELEASE_M = pp.RELEASE_M
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
 
 
+@dataclass
+class _Rel:
+    """A chosen grasp relative to the object's origin."""
+    point_rel: np.ndarray
+    sep_yaw: float
+    kind: str
+    width_m: float
+    gap_m: float
+
+
 class OracleBrain(Brain):
     name = "oracle"
     privileged = True
@@ -47,6 +58,8 @@ class OracleBrain(Brain):
         self.profile = profile
         self.specs: dict = {}       # subgoal id -> (kind, object or None, target, predicate)
         self.plans = 0
+        self.tried: dict = {}       # object -> [(grasp point - origin, finger yaw)] of grasps closed on it
+        self.grasp_plan: dict = {}  # object -> (its origin then, the grasp) of an approach not closed yet
 
     def respond(self, req: BrainRequest) -> BrainReply:
         t0 = time.perf_counter()
@@ -85,7 +98,7 @@ class OracleBrain(Brain):
                     steps.append(("push", a, b, pred, f"push the {a} {rel} the {b}",
                                   f"the {a} rests {rel} the {b}"))
                     continue
-                if not pp.held(w, a, pose, self.profile):
+                if not (pp.held(w, a, pose, self.profile) and self._clean(w, a, pose)):
                     steps.append(("grasp", a, b, pred, f"grasp the {a}", f"the {a} is held between the closed fingers"))
                 steps.append(("carry", a, b, pred, f"lift the {a} and carry it above the {b}",
                               f"the {a} is held clear above the {b}"))
@@ -131,32 +144,55 @@ class OracleBrain(Brain):
 
     def _x_grasp(self, w: World, pose: pp.Pose, a, b, pred):
         prof = self.profile
-        if pp.held(w, a, pose, prof):
+        if pp.held(w, a, pose, prof) and self._clean(w, a, pose):
+            self.tried.pop(a, None)
             return [], True
-        if pose.fraction < 0.5:                       # closed on nothing: open and back off first
+        last = (self.tried.get(a) or [None])[-1]
+        if last is not None and not pp.held(w, a, pose, prof) and pose.fraction > 0.25 and \
+                np.linalg.norm(pose.grip - (w.bodies[a].pos + last[0])) < 0.012:
+            return [{"op": "gripper", "action": "close"}], True   # the descent stopped just short: close here
+        if pp.held(w, a, pose, prof) or (pose.fraction < 0.2 and pose.tilt < 0.1):   # closed badly or on nothing
             return [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [pose.grip + [0, 0, 0.04]], prof), False
-        target = pp.place_target(w, a, pred) if pred is not None and pred[0].lower() in ("on", "in") else None
-        g = pp.choose(w, a, pose, prof, target)
-        if g is None:
-            return [], True
         cmds: list[dict] = []
-        if pose.fraction < 0.95:
-            cmds.append({"op": "gripper", "action": "open"})
+        un, pose = art.untilt(pose, prof)             # a tool left horizontal (a drawer): point it down
+        cmds += un
+        target = pp.place_target(w, a, pred) if pred is not None and pred[0].lower() in ("on", "in") else None
+        origin = w.bodies[a].pos
+        kept = self.grasp_plan.get(a)
+        if kept is not None and np.linalg.norm(kept[0] - origin) < 0.01:
+            g = pp.Grasp(origin + kept[1].point_rel, pp.orient(kept[1].sep_yaw, pose), kept[1].kind,
+                         kept[1].width_m, 0.0, kept[1].gap_m)   # the grasp begun last batch: carry on with it
+        else:
+            g = pp.choose(w, a, pose, prof, target, self.tried.get(a, ()))
+            if g is None:
+                return [], True
+            self.grasp_plan[a] = (origin.copy(), _Rel(g.point - origin, g.sep_yaw, g.kind, g.width_m, g.gap_m))
+        frac = g.gap_m * 1000.0 / prof.gripper_max_width_mm
+        need_mm = min(g.gap_m * 1000.0, g.width_m * 1000.0 + 20.0) if g.kind == "straddle" else g.gap_m * 1000.0 - 4.0
+        if not need_mm <= pose.width_mm <= g.gap_m * 1000.0 + 10.0:   # else open enough already
+            cmds.append({"op": "gripper", "action": "open"} if frac >= 0.9 else {"op": "gripper", "width": round(frac, 3)})
         pre = g.point + [0, 0, APPROACH_M]
         turn = rotations("yaw", g.sep_yaw - pose.yaw, prof)
         p = pose.grip
-        if turn and w.clearance(gripper_boxes(p, g.sep_yaw, MAX_GAP_M)) < 0.01:
+        if turn and w.clearance(gripper_boxes(p, g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))) < 0.01:
             up = np.array([p[0], p[1], max(p[2], pre[2])])   # turn where the hand has room to sweep
             cmds += path_commands(p, [up], prof)
             p = up
         cmds += turn
-        bundle = gripper_boxes(np.zeros(3), g.sep_yaw, MAX_GAP_M)
+        bundle = gripper_boxes(np.zeros(3), g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))
         cmds += path_commands(p, route(w, p, pre, bundle, exclude=(a,)), prof)
         cmds += path_commands(pre, [g.point], prof)
         cmds.append({"op": "gripper", "action": "close"})
         if len(cmds) + 1 > prof.limits.max_batch:      # approach now, descend and close next batch
             return cmds[:-2] if len(cmds) > 2 else cmds, False
+        self.grasp_plan.pop(a, None)                  # this batch closes on it: an attempt
+        self.tried.setdefault(a, []).append((g.point - origin, g.sep_yaw))
         return cmds, True
+
+    @staticmethod
+    def _clean(w: World, a: str, pose: pp.Pose) -> bool:
+        lo, hi = pp.expected_width_mm(w, a, pose)
+        return lo <= pose.width_mm <= hi
 
     def _x_carry(self, w: World, pose: pp.Pose, a, b, pred):
         prof = self.profile
@@ -215,8 +251,12 @@ class OracleBrain(Brain):
         pose = pp.Pose.from_state(state)
         w = self.world()
         if kind == "grasp":
-            ok = pp.held(w, a, pose, self.profile)
-            ev = f"{a} {'is' if ok else 'is NOT'} between the fingers (gap {pose.width_mm:.1f} mm)"
+            held = pp.held(w, a, pose, self.profile)
+            ok = held and self._clean(w, a, pose)
+            lo, hi = pp.expected_width_mm(w, a, pose)
+            ev = (f"{a} {'is' if held else 'is NOT'} between the fingers (gap {pose.width_mm:.1f} mm"
+                  + (f"; a clean grasp closes to {lo:.0f}-{hi:.0f} mm: something else is caught" if held and not ok
+                     else "") + ")")
         elif kind == "carry":
             target = pp.place_target(w, a, pred)
             body = w.bodies[a]

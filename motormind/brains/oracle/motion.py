@@ -12,32 +12,38 @@ import math
 
 import numpy as np
 
-from .world import World
+from .world import Boxes, World
 
 SAMPLE_M = 0.01            # clearance samples along a leg
 CLEAR_M = 0.012            # wanted clearance of the bundle over what it passes
 MIN_MOVE_M = 0.0015        # a leg shorter than this is not worth a command
+START_SKIP_M = 0.015       # a leg may start in contact for this long
 
 
-def clear_along(world: World, p0, p1, bundle: np.ndarray, exclude, margin: float = 0.0) -> float:
-    """Smallest clearance of ``bundle`` (boxes relative to the grip site) along p0 -> p1."""
+def clear_along(world: World, p0, p1, bundle: Boxes, exclude, margin: float = 0.0, skip: float = 0.0) -> float:
+    """Smallest clearance of ``bundle`` (boxes relative to the grip site) along p0 -> p1, leaving
+    out the first ``skip`` metres (where the bundle already is, it may touch: a start in contact
+    must not forbid every way out)."""
     p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
-    n = max(1, int(math.ceil(np.linalg.norm(p1 - p0) / SAMPLE_M)))
+    length = float(np.linalg.norm(p1 - p0))
+    n = max(1, int(math.ceil(length / SAMPLE_M)))
     worst = math.inf
     for t in np.linspace(0.0, 1.0, n + 1):
+        if t * length < skip and t < 1.0:
+            continue
         p = p0 + t * (p1 - p0)
-        worst = min(worst, world.clearance(bundle + p, exclude))
+        worst = min(worst, world.clearance(bundle.shifted(p), exclude))
         if worst < margin:
             break
     return worst
 
 
-def safe_height(world: World, p0, p1, bundle: np.ndarray, exclude, clear: float = CLEAR_M) -> float:
+def safe_height(world: World, p0, p1, bundle: Boxes, exclude, clear: float = CLEAR_M) -> float:
     """Lowest grip height at which the bundle crosses from above p0 to above p1 with ``clear``."""
     p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
     n = max(1, int(math.ceil(np.linalg.norm((p1 - p0)[:2]) / SAMPLE_M)))
-    lo_rel = bundle[:, 0].min(axis=0)
-    hi_rel = bundle[:, 1].max(axis=0)
+    box = bundle.aabb()
+    lo_rel, hi_rel = box[:, 0].min(axis=0), box[:, 1].max(axis=0)
     need = -math.inf
     for t in np.linspace(0.0, 1.0, n + 1):
         xy = p0[:2] + t * (p1 - p0)[:2]
@@ -46,21 +52,23 @@ def safe_height(world: World, p0, p1, bundle: np.ndarray, exclude, clear: float 
     return need
 
 
-def route(world: World, p0, p1, bundle: np.ndarray, exclude, z_cap: float | None = None,
+def route(world: World, p0, p1, bundle: Boxes, exclude, z_cap: float | None = None,
           clear: float = CLEAR_M) -> list[np.ndarray]:
     """Waypoints from p0 to p1 (p0 excluded): straight when clear, else up / across / down, with
     the rising and the falling legs folded into the crossing when that stays clear."""
     p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
-    if clear_along(world, p0, p1, bundle, exclude, clear) >= clear:
+    if np.linalg.norm(p1 - p0) < 0.015:
+        return [p1] if np.linalg.norm(p1 - p0) >= MIN_MOVE_M else []
+    if clear_along(world, p0, p1, bundle, exclude, clear, skip=START_SKIP_M) >= clear:
         return [p1]
     z = max(p0[2], p1[2], safe_height(world, p0, p1, bundle, exclude, clear))
     if z_cap is not None:
         z = min(z, z_cap)
     a, b = np.array([p0[0], p0[1], z]), np.array([p1[0], p1[1], z])
     pts = [a, b, p1]
-    if clear_along(world, p0, b, bundle, exclude, clear) >= clear:          # rise while crossing
+    if clear_along(world, p0, b, bundle, exclude, clear, skip=START_SKIP_M) >= clear:   # rise while crossing
         pts = [b, p1]
-    elif clear_along(world, a, p1, bundle, exclude, clear) >= clear:        # fall while crossing
+    elif clear_along(world, a, p1, bundle, exclude, clear) >= clear:                  # fall while crossing
         pts = [a, p1]
     out, last = [], p0
     for q in pts:

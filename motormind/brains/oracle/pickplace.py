@@ -20,18 +20,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .world import MAX_GAP_M, World, gripper_boxes, wrap
+from .world import MAX_GAP_M, Boxes, World, gripper_boxes, separation, wrap
 
 STRADDLE_MAX_M = 0.066     # widest object the open fingers straddle with room on both sides
-RIM_INSET_M = 0.008        # a rim grasp's point inside the wall's outer face
-RIM_DEPTH_M = 0.022        # ... and below the rim's top
+RIM_INSET_M = 0.006        # a rim grasp's point inside the wall's outer face
+RIM_GAP_M = 0.040          # the fingers open this far for a rim pinch (a wall 5-10 mm thick)
+RIM_SKEWS = (0.0, math.radians(30.0), -math.radians(30.0))   # finger directions off the wall's normal
+OPEN_MARGIN_M = 0.016      # a straddle opens this much wider than the object on each side
+APPROACH_COLUMN_M = (0.025, 0.05, 0.09, 0.13)   # heights over a grasp the hand comes down through
+FEASIBLE_M = 0.003         # a grasp whose gripper comes closer than this to the scene collides
+CLEAR_ENOUGH_M = 0.02      # more clearance than this buys nothing
+HAND_OVER_RIM_M = 0.004    # the hand stays this much further above a rim it reaches over
+RIM_DEPTHS_M = (0.012, 0.008)   # ... and below the rim's top (deepest first): the hand, over the
+                                # far side of the object, must stay clear of its rim
 GRASP_DEPTH_M = 0.03       # a straddle grasp this far below the object's top ...
 GRASP_FLOOR_M = 0.011      # ... but the grip site at least this far above its bottom
 RELEASE_M = 0.012          # release with the object's bottom this far above the support
 HOVER_M = 0.025            # the carry ends with the object's bottom this far above the release
-HOLD_MIN_MM = 2.5          # a closed gripper narrower than this holds nothing
+HOLD_MIN_MM = 4.0          # a closed gripper narrower than this holds nothing (a slipping rim reads 3.6)
 J7_LIMIT_DEG = 160.0       # the Panda's wrist joint (joint 7) stops at about +-166 deg
 ORIGIN_TOL_M = 0.015       # a carry is done with the origin this close over its target
+RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
+SHOULDER = np.array([0.0, 0.0, 0.333])   # the Panda's shoulder above its base (m)
+REACH_M = 0.78             # comfortable reach of the wrist flange from the shoulder
+FLANGE_ABOVE_GRIP_M = 0.21 # the flange above a top-down grip site
 
 
 @dataclass
@@ -41,6 +53,7 @@ class Grasp:
     kind: str                  # straddle | rim
     width_m: float             # the object's width between the fingers
     score: float = 0.0
+    gap_m: float = MAX_GAP_M   # how far the fingers open for it (no wider than it needs)
 
 
 @dataclass
@@ -85,15 +98,13 @@ def extent_along(pts: np.ndarray, yaw: float) -> tuple[float, float]:
 
 
 def held(world: World, a: str, pose: Pose, profile) -> bool:
-    """``a`` between the closed fingers: the grip site inside its (grown) box and a gap that holds."""
-    b = world.bodies[a]
-    lo, hi = b.lo - 0.02, b.hi + 0.02
-    inside = bool(np.all(pose.grip >= lo) and np.all(pose.grip <= hi))
-    return inside and HOLD_MIN_MM < pose.width_mm < profile.gripper_max_width_mm - 4.0
+    """``a`` pinched between the fingers: both touch it (privileged contacts), at a gap that holds."""
+    return world.pinched(a) and HOLD_MIN_MM < pose.width_mm < profile.gripper_max_width_mm - 4.0
 
 
-def _yaws(pts: np.ndarray, body) -> list[float]:
-    base = [0.0, math.pi / 2, math.pi / 4, -math.pi / 4]
+def _yaws(pts: np.ndarray, body, n: int = 12) -> list[float]:
+    """Candidate finger directions: the body's own axes (when upright) and every 180/n degrees."""
+    base = [k * math.pi / n for k in range(n)]
     if body.upright:
         ax = math.atan2(body.rot[1, 0], body.rot[0, 0])
         base = [ax, ax + math.pi / 2] + base
@@ -114,7 +125,8 @@ def candidates(world: World, a: str) -> list[Grasp]:
             vlo, vhi = extent_along(pts, yaw + math.pi / 2)
             xy = u * (lo + hi) / 2 + v * (vlo + vhi) / 2
             z = max(z_bot + GRASP_FLOOR_M, z_top - GRASP_DEPTH_M)
-            out.append(Grasp(np.array([xy[0], xy[1], z]), yaw, "straddle", w))
+            out.append(Grasp(np.array([xy[0], xy[1], z]), yaw, "straddle", w,
+                             gap_m=min(MAX_GAP_M, w + 2 * OPEN_MARGIN_M)))
     if not out:                                  # wide: pinch the wall, fingers across it (radially)
         for yaw in _yaws(pts, b):
             u = np.array([math.cos(yaw), math.sin(yaw)])
@@ -125,8 +137,12 @@ def candidates(world: World, a: str) -> list[Grasp]:
             r = (hi - lo) / 2 - RIM_INSET_M
             for sign in (1.0, -1.0):
                 xy = centre + sign * r * u
-                z = max(z_bot + GRASP_FLOOR_M, z_top - RIM_DEPTH_M)
-                out.append(Grasp(np.array([xy[0], xy[1], z]), yaw, "rim", 2 * RIM_INSET_M))
+                for depth in RIM_DEPTHS_M:            # a shallower pinch keeps the hand over walls nearby
+                    z = max(z_bot + GRASP_FLOOR_M, z_top - depth)
+                    for skew in RIM_SKEWS:            # the fingers across the wall, or across it at a slant
+                        out.append(Grasp(np.array([xy[0], xy[1], z]), yaw + skew, "rim", 2 * RIM_INSET_M,
+                                         -0.002 * (RIM_DEPTHS_M[0] - depth) / 0.006 - 0.004 * abs(skew) / 0.5,
+                                         RIM_GAP_M))
     return out
 
 
@@ -180,37 +196,68 @@ def grip_at(target: Target, grasp_rel: np.ndarray, lift: float = 0.0) -> np.ndar
     return target.origin - grasp_rel + np.array([0.0, 0.0, lift])
 
 
-def choose(world: World, a: str, pose: Pose, profile, target: Target | None) -> Grasp | None:
-    """The best-scoring grasp of ``a``: clearance at the grasp (open fingers) and at the release."""
+def reach_excess(p) -> float:
+    """How far (m) the wrist flange above a top-down grip point ``p`` is beyond the Panda's
+    comfortable reach (REACH_M from the shoulder, SHOULDER above the base)."""
+    flange = np.asarray(p, float) + np.array([0.0, 0.0, FLANGE_ABOVE_GRIP_M])
+    return max(0.0, float(np.linalg.norm(flange - SHOULDER)) - REACH_M)
+
+
+def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tried=()) -> Grasp | None:
+    """The best-scoring grasp of ``a``: clearance at the grasp (open fingers), over it and at the
+    release, within reach; grasps like one already ``tried`` ((point, yaw) relative to the
+    object's origin) come last."""
     body = world.bodies[a]
     best = None
     for g in candidates(world, a):
         yaw = orient(g.sep_yaw, pose)
-        clear_g = world.clearance(gripper_boxes(g.point, yaw, MAX_GAP_M), exclude=(a,))
-        clear_pre = world.clearance(gripper_boxes(g.point + [0, 0, 0.05], yaw, MAX_GAP_M), exclude=(a,))
-        score = min(clear_g, clear_pre + 0.01)
+        clear_g = world.clearance(gripper_boxes(g.point, yaw, g.gap_m), exclude=(a,))
+        clear_pre = min(world.clearance(gripper_boxes(g.point + [0, 0, dz], yaw, g.gap_m), exclude=(a,))
+                        for dz in APPROACH_COLUMN_M)     # the way in from above
+        clear = min(clear_g, clear_pre)
+        if g.kind == "rim":                           # the hand spans the object: clear of its far rim too
+            hand = gripper_boxes(g.point, yaw, g.gap_m)
+            own = world.bodies[a].obbs
+            clear = min(clear, separation(Boxes(hand.c[:1], hand.h[:1], hand.R[:1]), own) - HAND_OVER_RIM_M)
+        excess = reach_excess(g.point + [0, 0, 0.05])
         if target is not None:
             rel = body.pos - g.point
             gp = grip_at(target, rel)
-            clear_p = world.clearance(gripper_boxes(gp, yaw, max(g.width_m, 0.01)), exclude=(a,))
-            score = min(score, clear_p)
-            if _outside(profile, gp):
-                score -= 1.0
-        score -= 0.002 * abs(math.degrees(wrap(yaw - pose.yaw))) / 45.0    # prefer less wrist turning
+            clear = min(clear, world.clearance(gripper_boxes(gp, yaw, max(g.width_m, 0.01)), exclude=(a,)))
+            excess = max(excess, reach_excess(gp)) + (1.0 if _outside(profile, gp) else 0.0)
+        # first what can be done (clear of the scene, within reach), then the roomiest, then the least
+        # wrist turning and the plainest grasp
+        score = min(clear, CLEAR_ENOUGH_M) - 3.0 * excess
+        if clear < FEASIBLE_M:
+            score -= 0.1
+        score -= 0.004 * abs(math.degrees(wrap(yaw - pose.yaw))) / 45.0
         if g.kind == "rim":
-            score -= 0.003
-        cand = Grasp(g.point, yaw, g.kind, g.width_m, score)
+            score -= 0.003 - g.score                  # (a rim candidate's own score: depth and skew)
+        for p_rel, y in tried:
+            if np.linalg.norm(g.point - body.pos - p_rel) < 0.02 and abs(wrap(2 * (g.sep_yaw - y))) < 0.7:
+                score -= 0.5
+        cand = Grasp(g.point, yaw, g.kind, g.width_m, score, g.gap_m)
         if best is None or cand.score > best.score:
             best = cand
     return best
+
+
+def expected_width_mm(world: World, a: str, pose: Pose) -> tuple[float, float]:
+    """The finger gap (mm) a clean grasp of ``a`` closes to with the fingers along ``pose.yaw``:
+    the object's extent along that direction (a straddle), or up to a rim's thickness."""
+    lo, hi = extent_along(corners(world, a), pose.yaw)
+    w = (hi - lo) * 1000.0
+    if w <= STRADDLE_MAX_M * 1000.0 + 4.0:
+        return max(0.0, w - 12.0), w + 6.0
+    return 0.0, RIM_MAX_MM
 
 
 def _outside(profile, p_m) -> bool:
     return bool(profile.in_workspace(np.asarray(p_m) * 1000.0))
 
 
-def bundle(world: World, a: str, pose: Pose) -> np.ndarray:
+def bundle(world: World, a: str, pose: Pose) -> Boxes:
     """The closed gripper and the held object's boxes, relative to the grip site."""
     b = world.bodies[a]
     g = gripper_boxes(np.zeros(3), pose.yaw, max(pose.width_mm / 1000.0, 0.005))
-    return np.concatenate([g, b.boxes - pose.grip]) if len(b.boxes) else g
+    return g + b.obbs.shifted(-pose.grip) if len(b.obbs) else g

@@ -24,6 +24,60 @@ MAX_GAP_M = 0.078              # the fingers' widest gap
 
 
 @dataclass
+class Boxes:
+    """Oriented boxes: centres (n, 3), half sizes (n, 3), rotations (n, 3, 3; columns = box axes)."""
+    c: np.ndarray
+    h: np.ndarray
+    R: np.ndarray
+
+    @classmethod
+    def from_rows(cls, rows) -> "Boxes":
+        a = np.asarray(rows, dtype=float).reshape(-1, 15)
+        return cls(a[:, :3].copy(), a[:, 3:6].copy(), a[:, 6:].reshape(-1, 3, 3).copy())
+
+    @classmethod
+    def empty(cls) -> "Boxes":
+        return cls(np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3, 3)))
+
+    def __len__(self) -> int:
+        return len(self.c)
+
+    def shifted(self, p) -> "Boxes":
+        return Boxes(self.c + np.asarray(p, float), self.h, self.R)
+
+    def __add__(self, other: "Boxes") -> "Boxes":
+        return Boxes(np.concatenate([self.c, other.c]), np.concatenate([self.h, other.h]),
+                     np.concatenate([self.R, other.R]))
+
+    def aabb(self) -> np.ndarray:
+        """(n, 2, 3) axis-aligned boxes around them."""
+        ext = np.einsum("nij,nj->ni", np.abs(self.R), self.h)
+        return np.stack([self.c - ext, self.c + ext], axis=1)
+
+
+def separation(a: Boxes, b: Boxes) -> float:
+    """Smallest separation between any box of ``a`` and any of ``b`` along a separating axis (the
+    15 axes of the separating-axis test): > 0 apart (a lower bound of the distance), < 0 overlapping
+    (about the shallowest penetration)."""
+    if not len(a) or not len(b):
+        return math.inf
+    A, B = a.R.transpose(0, 2, 1), b.R.transpose(0, 2, 1)            # rows = axes
+    n, m = len(a), len(b)
+    cross = np.cross(A[:, None, :, None, :], B[None, :, None, :, :]).reshape(n, m, 9, 3)
+    L = np.concatenate([np.broadcast_to(A[:, None], (n, m, 3, 3)), np.broadcast_to(B[None], (n, m, 3, 3)),
+                        cross], axis=2)                                  # (n, m, 15, 3)
+    norm = np.linalg.norm(L, axis=3)
+    ok = norm > 1e-6
+    L = L / np.where(ok, norm, 1.0)[..., None]
+    d = b.c[None, :, :] - a.c[:, None, :]
+    dist = np.abs(np.einsum("nmj,nmlj->nml", d, L))
+    ra = np.einsum("nmlk,nk->nml", np.abs(np.einsum("nkj,nmlj->nmlk", A, L)), a.h)
+    rb = np.einsum("nmlk,mk->nml", np.abs(np.einsum("mkj,nmlj->nmlk", B, L)), b.h)
+    gap = np.where(ok, dist - ra - rb, -np.inf)
+    return float(gap.max(axis=2).min())
+
+
+@dataclass
 class Body:
     name: str
     kind: str                  # object | fixture
@@ -34,6 +88,7 @@ class Body:
     boxes: np.ndarray          # (n, 2, 3): one axis-aligned box per collision geom
     lo: np.ndarray
     hi: np.ndarray
+    obbs: Boxes = None         # the same geoms as oriented boxes
 
     @property
     def centre(self) -> np.ndarray:
@@ -67,10 +122,12 @@ class Articulation:
 class World:
     bodies: dict
     static: np.ndarray         # (n, 2, 3)
+    static_obbs: Boxes
     ground_z: float | None
     articulations: list
     predicates: dict
     regions: dict
+    finger_contacts: dict = field(default_factory=dict)   # name -> fingers touching it
     _cache: dict = field(default_factory=dict)
 
     @classmethod
@@ -80,14 +137,19 @@ class World:
             boxes = np.asarray(b["boxes"], dtype=float).reshape(-1, 2, 3)
             bodies[n] = Body(n, b["kind"], np.asarray(b["pos"], float), np.asarray(b["rot"], float).reshape(3, 3),
                              np.asarray(b["local_lo"], float), np.asarray(b["local_hi"], float), boxes,
-                             np.asarray(b["lo"], float), np.asarray(b["hi"], float))
+                             np.asarray(b["lo"], float), np.asarray(b["hi"], float), Boxes.from_rows(b["obbs"]))
         arts = [Articulation(a["fixture"], a["joint"], a["type"], float(a["q"]), tuple(a["range"]),
                              np.asarray(a["axis"], float), np.asarray(a["anchor"], float), a["body"], a["parts"],
                              list(a["regions"]), dict(a["ranges"])) for a in w.get("articulations", [])]
         regions = {n: {k: (np.asarray(v, float) if isinstance(v, list) else v) for k, v in r.items()}
                    for n, r in w.get("regions", {}).items()}
-        return cls(bodies, np.asarray(w.get("static", []), dtype=float).reshape(-1, 2, 3), w.get("ground_z"),
-                   arts, dict(w.get("predicates", {})), regions)
+        return cls(bodies, np.asarray(w.get("static", []), dtype=float).reshape(-1, 2, 3),
+                   Boxes.from_rows(w.get("static_obbs", [])), w.get("ground_z"), arts,
+                   dict(w.get("predicates", {})), regions, dict(w.get("finger_contacts", {})))
+
+    def pinched(self, name: str) -> bool:
+        """Both fingers touch ``name`` (privileged contact state)."""
+        return len(self.finger_contacts.get(name, ())) >= 2
 
     # -- queries -------------------------------------------------------------------------------
     def obstacles(self, exclude=()) -> np.ndarray:
@@ -113,17 +175,23 @@ class World:
             & (hi[:, 2] < below)
         return float(hi[m, 2].max()) if m.any() else -math.inf
 
-    def clearance(self, boxes: np.ndarray, exclude=()) -> float:
-        """Smallest separation (m) between any of ``boxes`` (n, 2, 3) and the scene's obstacles;
-        negative when they overlap (by the depth of the shallowest axis)."""
-        obs = self.obstacles(exclude)
-        if not len(obs) or not len(boxes):
-            return math.inf
-        a_lo, a_hi = boxes[:, None, 0], boxes[:, None, 1]
-        b_lo, b_hi = obs[None, :, 0], obs[None, :, 1]
-        gap = np.maximum(b_lo - a_hi, a_lo - b_hi)            # (n, m, 3): per-axis gaps
-        sep = gap.max(axis=2)                                   # > 0: separated along some axis
-        return float(sep.min())
+    def obstacle_obbs(self, exclude=()) -> Boxes:
+        key = ("obb",) + tuple(sorted(exclude))
+        if key not in self._cache:
+            out = self.static_obbs
+            for n, b in self.bodies.items():
+                if n not in exclude and len(b.obbs):
+                    out = out + b.obbs
+            if self.ground_z is not None:
+                out = out + Boxes(np.array([[0.0, 0.0, self.ground_z - 0.5]]), np.array([[5.0, 5.0, 0.5]]),
+                                  np.eye(3)[None])
+            self._cache[key] = out
+        return self._cache[key]
+
+    def clearance(self, boxes: Boxes, exclude=()) -> float:
+        """Smallest separation (m) between any of ``boxes`` and the scene's obstacles (oriented
+        boxes, separating-axis test); negative when they overlap."""
+        return separation(boxes, self.obstacle_obbs(exclude))
 
     def predicate(self, op: str, name: str) -> bool | None:
         return self.predicates.get(f"{op} {name}")
@@ -140,25 +208,28 @@ def rot_z(yaw: float) -> np.ndarray:
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
-def gripper_boxes(grip: np.ndarray, sep_yaw: float, gap_m: float = MAX_GAP_M, hand: bool = True) -> np.ndarray:
-    """Axis-aligned boxes around the top-down gripper at ``grip`` whose fingers separate along the
-    horizontal direction at angle ``sep_yaw`` (rad from base +x), opened to ``gap_m``."""
-    s = np.array([math.cos(sep_yaw), math.sin(sep_yaw), 0.0])
-    a = np.array([-s[1], s[0], 0.0])
-    out = []
+def gripper_boxes(grip: np.ndarray, sep_yaw: float, gap_m: float = MAX_GAP_M, hand: bool = True,
+                  rot: np.ndarray | None = None) -> Boxes:
+    """The gripper's boxes at ``grip``: pointing down with the fingers separating along the
+    horizontal direction at ``sep_yaw`` (rad from base +x), or in the grip-site frame ``rot``
+    (columns: separation axis, across axis, approach axis), opened to ``gap_m``."""
+    if rot is None:
+        s = np.array([math.cos(sep_yaw), math.sin(sep_yaw), 0.0])
+        a = np.array([-s[1], s[0], 0.0])
+        up = np.array([0.0, 0.0, 1.0])
+    else:
+        s, a, up = rot[:, 0], rot[:, 1], -rot[:, 2]
+    frame = np.column_stack([s, a, up])
+    cs, hs = [], []
     if hand:
-        out.append(_obb_aabb(grip + [0, 0, (HAND_Z[0] + HAND_Z[1]) / 2], s, a,
-                             (HAND_HALF_S, HAND_HALF_A, (HAND_Z[1] - HAND_Z[0]) / 2)))
+        cs.append(grip + up * (HAND_Z[0] + HAND_Z[1]) / 2)
+        hs.append((HAND_HALF_S, HAND_HALF_A, (HAND_Z[1] - HAND_Z[0]) / 2))
     zc, zh = (FINGER_Z[0] + FINGER_Z[1]) / 2, (FINGER_Z[1] - FINGER_Z[0]) / 2
     for sign in (-1.0, 1.0):
-        c = grip + s * sign * (gap_m / 2 + FINGER_T / 2) + [0, 0, zc]
-        out.append(_obb_aabb(c, s, a, (FINGER_T / 2, FINGER_HALF_A, zh)))
-    return np.asarray(out)
-
-
-def _obb_aabb(c, s, a, half) -> np.ndarray:
-    ext = np.abs(s) * half[0] + np.abs(a) * half[1] + np.array([0, 0, half[2]])
-    return np.array([c - ext, c + ext])
+        cs.append(grip + s * sign * (gap_m / 2 + FINGER_T / 2) + up * zc)
+        hs.append((FINGER_T / 2, FINGER_HALF_A, zh))
+    n = len(cs)
+    return Boxes(np.asarray(cs, float), np.asarray(hs, float), np.broadcast_to(frame, (n, 3, 3)).copy())
 
 
 def box_of_points(pts: np.ndarray) -> np.ndarray:
