@@ -31,7 +31,7 @@ APPROACH_COLUMN_M = (0.025, 0.05, 0.09, 0.13)   # heights over a grasp the hand 
 FEASIBLE_M = 0.003         # a grasp whose gripper comes closer than this to the scene collides
 CLEAR_ENOUGH_M = 0.02      # more clearance than this buys nothing
 HAND_OVER_RIM_M = 0.004    # the hand stays this much further above a rim it reaches over
-RIM_DEPTHS_M = (0.012, 0.008)   # ... and below the rim's top (deepest first): the hand, over the
+RIM_DEPTHS_M = (0.020, 0.012)   # ... and below the rim's top (deepest first): the hand, over the
                                 # far side of the object, must stay clear of its rim
 GRASP_DEPTH_M = 0.03       # a straddle grasp this far below the object's top ...
 GRASP_FLOOR_M = 0.011      # ... but the grip site at least this far above its bottom
@@ -209,7 +209,9 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
     object's origin) come last."""
     body = world.bodies[a]
     best = None
-    for g in candidates(world, a):
+    cands = candidates(world, a)
+    narrowest = min((g.width_m for g in cands if g.kind == "straddle"), default=0.0)
+    for g in cands:
         yaw = orient(g.sep_yaw, pose)
         clear_g = world.clearance(gripper_boxes(g.point, yaw, g.gap_m), exclude=(a,))
         clear_pre = min(world.clearance(gripper_boxes(g.point + [0, 0, dz], yaw, g.gap_m), exclude=(a,))
@@ -233,6 +235,8 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
         score -= 0.004 * abs(math.degrees(wrap(yaw - pose.yaw))) / 45.0
         if g.kind == "rim":
             score -= 0.003 - g.score                  # (a rim candidate's own score: depth and skew)
+        else:                                         # across the narrowest side: a slanted squeeze turns it
+            score -= 0.3 * (g.width_m - narrowest)
         for p_rel, y in tried:
             if np.linalg.norm(g.point - body.pos - p_rel) < 0.02 and abs(wrap(2 * (g.sep_yaw - y))) < 0.7:
                 score -= 0.5
@@ -245,11 +249,12 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
 def expected_width_mm(world: World, a: str, pose: Pose) -> tuple[float, float]:
     """The finger gap (mm) a clean grasp of ``a`` closes to with the fingers along ``pose.yaw``:
     the object's extent along that direction (a straddle), or up to a rim's thickness."""
-    lo, hi = extent_along(corners(world, a), pose.yaw)
+    pts = corners(world, a)
+    lo, hi = extent_along(pts, pose.yaw)
     w = (hi - lo) * 1000.0
-    if w <= STRADDLE_MAX_M * 1000.0 + 4.0:
-        return max(0.0, w - 12.0), w + 6.0
-    return 0.0, RIM_MAX_MM
+    if w <= STRADDLE_MAX_M * 1000.0 + 4.0:           # narrower is fine (a bottle's neck, a box turned
+        return HOLD_MIN_MM, w + 6.0                   # square in the fingers); wider: more is caught
+    return HOLD_MIN_MM, RIM_MAX_MM
 
 
 def _outside(profile, p_m) -> bool:
