@@ -32,8 +32,10 @@ characters a token, 85 an image) and say so (``motormind.usage_estimated``).
 Every request is logged in ``BrainServer.log`` (role, fault, status, start and end times) and
 each injected fault is reported through ``on_event("serve_fault", ...)`` (the episode record, when
 in-process) and in the ``x-motormind-fault`` response header, which ``OpenAIBrain`` copies into the
-call's record. Concurrent requests are served on their own threads (Monitor and Memory calls never
-wait for the Executor's).
+call's record. Concurrent requests are answered on worker threads (Monitor and Memory calls never
+wait for the Executor's). HTTP: a Starlette app under uvicorn (``motormind/webserver.py``, with the
+console's Host and Origin checks); a request body is at most ``MAX_BODY`` bytes, complete within
+``BODY_TIMEOUT_S``, and decoded strictly (``strict_json.decode_json``: 400 naming the path).
 """
 from __future__ import annotations
 
@@ -51,6 +53,10 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+from starlette.routing import Route
 
 from ..brains.base import Brain, BrainReply, BrainRequest
 from ..brains.image_sizing import RULES as FAMILIES
@@ -501,16 +507,12 @@ class BrainServer:
     def _app(self):
         """The Starlette app: one route that dispatches as the old hand-written server did
         (a trailing slash and a query string are ignored; ``/v1`` may be left out)."""
-        from starlette.applications import Starlette
-        from starlette.routing import Route
         return Starlette(routes=[Route("/{path:path}", self._http, methods=["GET", "HEAD", "POST"])])
 
     def _unauthorised(self, request) -> bool:
         return bool(self.api_key) and request.headers.get("authorization", "") != f"Bearer {self.api_key}"
 
     async def _http(self, request):
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import Response
         path = request.url.path.rstrip("/")
         close = {"Connection": "close"}                   # a body left unread: the connection ends
         if request.method in ("GET", "HEAD"):
@@ -550,8 +552,7 @@ class BrainServer:
         return self.handle_chat(body)
 
 
-def _reply(code: int, obj, headers: dict | None = None):
-    from starlette.responses import Response
+def _reply(code: int, obj, headers: dict | None = None) -> Response:
     return Response(json.dumps(obj).encode(), code, headers=headers, media_type="application/json")
 
 
