@@ -5,8 +5,9 @@
 
 - folding one record event into the view, and rendering the whole state as JSON (what each push sends);
 - an action's HTTP round trip (POST /api/action/pause with the token, to its answer);
-- the e-stop: from sending the POST to the arm's last movement, while a 100 mm move is under way,
-  and how far the arm travelled in that time (at the fake's 200 mm/s);
+- the e-stop, while a 100 mm move is under way: from sending the POST to its answer (the latch is
+  set before the answer leaves), and to the arm's last movement, and how far the arm travelled in
+  that time (at the fake's 200 mm/s);
 - a state change reaching an open stream (Server-Sent Events) after an event is recorded.
 Prints medians and p90 and the ratio to one 10 ms control period of the fake. Never fails on speed.
 """
@@ -34,12 +35,16 @@ def q(xs, p):
     return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
 
 
+CONTROL = {"key": ""}       # the control key the console issued to this client (its first action)
+
+
 def post(port: int, action: str, body: dict) -> dict:
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("POST", f"/api/action/{action}", json.dumps(body), {"X-MotorMind-Token": TOKEN,
-                                                                   "X-MotorMind-Client": "bench"})
+                                                                   "X-MotorMind-Control": CONTROL["key"]})
     out = json.loads(c.getresponse().read())
     c.close()
+    CONTROL["key"] = out.get("control") or CONTROL["key"]
     return out
 
 
@@ -98,7 +103,7 @@ def main() -> int:
         c.close()
 
         # e-stop: POST while a 100 mm move runs; when did the arm stop moving, how far past the POST
-        stop_ms, travel_mm = [], []
+        stop_ms, travel_mm, estop_rtt = [], [], []
         for i in range(max(5, a.n // 3)):
             if s.controller.estopped:
                 post(port, "reset", {})
@@ -116,6 +121,7 @@ def main() -> int:
             z0 = robot.pos[2]
             t0 = time.perf_counter()
             post(port, "estop", {})
+            estop_rtt.append((time.perf_counter() - t0) * 1000)
             s.runtime.wait_jog()
             robot.step_hook = None
             stop_ms.append(max(0.0, last["t"] - t0) * 1000)
@@ -126,6 +132,8 @@ def main() -> int:
         print(f"action round trip (HTTP, token checked, recorded): median {statistics.median(rtt):.2f} ms, "
               f"p90 {q(rtt, .9):.2f} ms  (n={len(rtt)})")
         print(f"event -> open stream: median {statistics.median(sse):.2f} ms, p90 {q(sse, .9):.2f} ms  (n={len(sse)})")
+        print(f"e-stop POST -> its answer (the latch is set before it): median {statistics.median(estop_rtt):.2f} ms, "
+              f"p90 {q(estop_rtt, .9):.2f} ms  (n={len(estop_rtt)})")
         print(f"e-stop POST -> last arm movement: median {statistics.median(stop_ms):.2f} ms, "
               f"p90 {q(stop_ms, .9):.2f} ms = {statistics.median(stop_ms) / period_ms:.2f} control periods of "
               f"{period_ms:.0f} ms; travel after the POST: median {statistics.median(travel_mm):.2f} mm, "

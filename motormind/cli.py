@@ -7,20 +7,23 @@ import sys
 
 def _run(args) -> int:
     from .episode import RunSpec, run_episode
+    # what the command line can get wrong is found here, before the simulation is built: the values
+    # by their argparse types; the VLM endpoint (a dead port); the console's port (bound now, held)
+    if args.brain == "openai" or (args.brain is None and args.vlm):
+        from .brains.endpoint import checked_vlm_config
+        checked_vlm_config(args.vlm, args.vlm_set)
+    console_sock = None
+    if args.console is not None:
+        from .argtypes import split_host_port
+        from .webserver import listen_for
+        console_sock = listen_for("--console", *split_host_port(args.console))
     spec = RunSpec(suite=args.suite, task=args.task, init_state=args.init_state, seed=args.seed,
                    brain=args.brain or ("openai" if args.vlm else "oracle"), max_steps=args.max_steps,
                    wall_budget_s=args.wall_budget, image_size=args.image_size, images=not args.no_images,
                    out=args.out, media=not args.no_media, vlm=args.vlm, vlm_set=tuple(args.vlm_set),
                    mcap=args.mcap, console=args.console, console_token=args.console_token,
                    approval=args.approval, console_hold=args.console_hold, console_frame_hz=args.console_frame_hz)
-    if spec.brain == "openai":       # a bad --vlm fails before the simulation is built
-        from .brains.openai_brain import load_vlm_config
-        from .errors import ConfigError
-        try:
-            load_vlm_config(spec.vlm or "openai", spec.vlm_set)
-        except ConfigError as e:
-            raise SystemExit(f"--vlm: {e}") from None
-    s = run_episode(spec)
+    s = run_episode(spec, console_sock=console_sock)
     label = " [oracle: privileged simulator state]" if s["privileged"] else ""
     print(f"{'SUCCESS' if s['success'] else 'FAILURE'}: {s['outcome']} - {s['reason']}{label}")
     print(f"  steps {s['steps']}/{s['step_budget']}, batches {s['batches']}, replans {s['replans']}, "
@@ -46,14 +49,16 @@ PLUGINS = [
 
 def build_parser() -> argparse.ArgumentParser:
     import importlib
-    p = argparse.ArgumentParser(prog="motormind", description=__doc__)
+
+    from .argtypes import Parser, host_port, non_negative, non_negative_int, out_dir, positive_int, seconds
+    p = Parser(prog="motormind", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one LIBERO-PRO episode headless through the whole stack")
     r.add_argument("--suite", default="libero_spatial")
-    r.add_argument("--task", type=int, default=0)
-    r.add_argument("--init-state", type=int, default=0)
+    r.add_argument("--task", type=non_negative_int, default=0)
+    r.add_argument("--init-state", type=non_negative_int, default=0)
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--brain", default=None,
+    r.add_argument("--brain", default=None, choices=["oracle", "openai"],
                    help="oracle (privileged, offline; the default) or openai (any OpenAI-compatible endpoint, "
                         "configured by --vlm; the default when --vlm is given)")
     r.add_argument("--vlm", default=None, metavar="CONFIG",
@@ -62,23 +67,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--vlm-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one field of the VLM config (dotted keys, YAML values), e.g. model=gpt-4o-mini "
                         "or faults.malformed_json=0.2; repeatable")
-    r.add_argument("--max-steps", type=int, default=None,
+    r.add_argument("--max-steps", type=positive_int, default=None,
                    help="control-step budget (default: the suite's standard LIBERO budget)")
-    r.add_argument("--wall-budget", type=float, default=900.0, help="wall-clock budget in seconds")
-    r.add_argument("--image-size", type=int, default=None,
+    r.add_argument("--wall-budget", type=seconds, default=900.0, help="wall-clock budget in seconds (> 0)")
+    r.add_argument("--image-size", type=positive_int, default=None,
                    help="camera render size in px (default: the size the VLM config's model family works on, "
                         "e.g. 448 for vllm-qwen2.5-vl, 896 for Gemma 3; 128 for the oracle)")
     r.add_argument("--no-images", action="store_true", help="do not render camera images for the roles")
     r.add_argument("--no-media", action="store_true", help="do not write the contact sheet and video")
-    r.add_argument("--out", default=None, help="run directory (default: runs/<time>_<suite>_t<task>_i<init>_<brain>)")
+    r.add_argument("--out", default=None, type=out_dir,
+                   help="run directory (default: runs/<time>_<suite>_t<task>_i<init>_<brain>)")
     r.add_argument("--mcap", default=None, metavar="FILE",
                    help="also record the episode as MCAP (ROS 2 bag format; relative to the run directory)")
-    r.add_argument("--console", nargs="?", const="127.0.0.1:8765", default=None, metavar="[HOST:]PORT",
+    r.add_argument("--console", nargs="?", const="127.0.0.1:8765", default=None, metavar="[HOST:]PORT", type=host_port,
                    help="attach the operator console (default 127.0.0.1:8765; port 0: any free port); "
                         "prints its URL and control token")
     r.add_argument("--console-token", default=None, help="the console's control token (default: random, printed)")
     r.add_argument("--approval", action="store_true", help="with --console: every batch waits for the operator")
-    r.add_argument("--console-frame-hz", type=float, default=2.0,
+    r.add_argument("--console-frame-hz", type=non_negative, default=2.0,
                    help="with --console: camera frames per second mid-command (0: only at action boundaries; "
                         "each render pauses the simulation briefly)")
     r.add_argument("--console-hold", action="store_true",
@@ -100,8 +106,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except MotorMindError as e:          # bad input: a clear message, no traceback
-        print(f"motormind {args.cmd}: error: {e}", file=sys.stderr)
+    except MotorMindError as e:          # bad input: one clear line, no traceback
+        from .argtypes import one_line
+        print(f"motormind {args.cmd}: error: {one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"motormind {args.cmd}: interrupted", file=sys.stderr)

@@ -195,14 +195,20 @@ class PlannerComponent:
         self.seq = 0
 
     def _ask(self, state: dict, images: dict, reason: str):
+        """(plan or None, brain, privileged, why the planner failed: '' when it did not)."""
         if not self.cfg.planner:
             # ablation: no planner -- the whole instruction is the one subgoal
-            return [Subgoal("s1", self.ctx.instruction, "the instruction is fulfilled")], "", False
+            return [Subgoal("s1", self.ctx.instruction, "the instruction is fulfilled")], "", False, ""
         plan, res = self.planner.plan(self.ctx.base(state, self.plan), images, reason)
         if plan is not None:
             self.emit("plan", subgoals=[asdict(s) for s in plan], replan_reason=reason, brain=res.brain,
                       privileged=res.privileged, plan_id=self.plan_id + 1, replans=self.replans)
-        return plan, res.brain, res.privileged
+        return plan, res.brain, res.privileged, res.error
+
+    @staticmethod
+    def _failed(what: str, error: str) -> str:
+        """The outcome's reason names the planner's last error (a dead endpoint says which, and why)."""
+        return f"{what}: {error[:300]}" if error else what
 
     def _decision(self, kind: str, reason: str, brain: str = "", privileged: bool = False) -> PlanDecision:
         self.seq += 1
@@ -221,8 +227,8 @@ class PlannerComponent:
         return self._decision("gave_up", reason)
 
     def start(self, state: dict, images: dict) -> PlanDecision:
-        plan, brain, priv = self._ask(state, images, "")
-        return self._decide(plan, brain, priv, "", "the planner failed safe (no valid plan)")
+        plan, brain, priv, error = self._ask(state, images, "")
+        return self._decide(plan, brain, priv, "", self._failed("the planner failed safe (no valid plan)", error))
 
     def rejection_reason(self, verdict: Verdict) -> str | None:
         """The replan reason a verdict gives (None: achieved, or about a subgoal of another plan)."""
@@ -251,8 +257,8 @@ class PlannerComponent:
         self.emit("replan", reason=reason)
         self.progress(f"replan #{self.replans}: {reason[:120]}")
         state, images = observe(f"replan {self.replans}")
-        plan, brain, priv = self._ask(state, images, reason)
-        return self._decide(plan, brain, priv, reason, "the planner failed safe on a replan")
+        plan, brain, priv, error = self._ask(state, images, reason)
+        return self._decide(plan, brain, priv, reason, self._failed("the planner failed safe on a replan", error))
 
 
 # -- execution --------------------------------------------------------------------------------------

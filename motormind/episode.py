@@ -109,21 +109,17 @@ def vlm_totals(rec: Recorder) -> dict:
     return tot
 
 
-def _attach_console(spec: RunSpec, robot, rec: Recorder, progress):
+def _attach_console(spec: RunSpec, robot, rec: Recorder, progress, sock=None):
+    from .argtypes import split_host_port
     from .console.session import ConsoleSession
     from .errors import ConfigError
-    host, _, port = spec.console.rpartition(":")
-    try:
-        port_n = int(port)
-    except ValueError:
-        raise ConfigError(f"--console: {spec.console!r} is not PORT or HOST:PORT") from None
-    if not 0 <= port_n < 65536:
-        raise ConfigError(f"--console: port {port_n} is outside 0..65535")
-    try:
-        console = ConsoleSession(robot, host or "127.0.0.1", port_n, spec.console_token, spec.approval,
-                                 frames=spec.images, frame_hz=spec.console_frame_hz)
-    except OSError as e:
-        raise ConfigError(f"--console: cannot serve on {host or '127.0.0.1'}:{port_n}: {e}") from None
+    from .webserver import listen_for
+
+    def bad(msg):
+        return ConfigError(f"--console: {msg}")
+    host, port = split_host_port(spec.console, bad)
+    console = ConsoleSession(robot, host, port, spec.console_token, spec.approval, frames=spec.images,
+                             frame_hz=spec.console_frame_hz, sock=sock or listen_for("--console", host, port))
     console.runtime.watch(rec)
     progress(console.banner())
     return console
@@ -138,12 +134,13 @@ def _hold() -> None:
 
 
 def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = None, robot=None,
-                brain_wrapper=None) -> dict:
+                brain_wrapper=None, console_sock=None) -> dict:
     """Run one episode; returns the summary dict (also written to RUN_DIR/summary.json).
 
     ``robot``: an open LiberoRobot of the same suite and task to reuse (it is reset to the spec's
     init state and left open); otherwise one is built and closed here. ``brain_wrapper(brain)``
-    wraps the brain (the evaluation's noisy brain)."""
+    wraps the brain (the evaluation's noisy brain). ``console_sock``: the console's listening
+    socket, bound by the command line before the simulation was built (``webserver.listen_for``)."""
     from .sim.libero_pro.backend import LiberoRobot   # lazy: the core does not import the simulator
 
     progress = progress or (lambda s: print(s, file=sys.stderr, flush=True))
@@ -170,7 +167,7 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
     console = None
     try:
         if spec.console is not None:
-            console = _attach_console(spec, robot, rec, progress)
+            console = _attach_console(spec, robot, rec, progress, console_sock)
         if spec.mcap:
             from .mcap_record import McapRecorder
             mcap = McapRecorder(Path(spec.mcap) if Path(spec.mcap).is_absolute() else run_dir / spec.mcap).attach(rec)

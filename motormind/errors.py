@@ -40,3 +40,12 @@ class BrainUnfit(MotorMindError):
     def __init__(self, message: str, quirk: str = ""):
         super().__init__(message)
         self.quirk = quirk
+
+
+def yaml_error(source, e: Exception) -> ConfigError:
+    """A YAML parser's error as a one-line ConfigError: the file, the line and column, the problem
+    (PyYAML's own message takes four lines and quotes the file twice)."""
+    mark = getattr(e, "problem_mark", None)
+    where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+    what = getattr(e, "problem", None) or str(e)
+    return ConfigError(" ".join(f"{source}: not valid YAML{where}: {what}".split()))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, yaml_error
 from .geometry import tilt_deg
 from .paths import config_dir
 from .views import parse_views
@@ -272,5 +272,5 @@ def load_profile(name_or_path: str | Path) -> RobotProfile:
         with open(p) as f:
             doc = yaml.safe_load(f)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        raise yaml_error(p, e) from None
     return profile_from_dict(doc, source=str(p))

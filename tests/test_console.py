@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from console_client import ConsoleClient
 from waiting import wait_for
 
 from motormind.brains.scripted import ScriptedBrain
@@ -175,14 +176,10 @@ def test_http_refusals_name_the_field(console):
     host, robot, rt = console()
     url = host.session.url
 
+    operator = ConsoleClient(url, "t")
+
     def post(action, body, token="t"):
-        req = urllib.request.Request(url + "api/action/" + action, body if isinstance(body, bytes) else
-                                     json.dumps(body).encode(), {"X-MotorMind-Token": token})
-        try:
-            with urllib.request.urlopen(req, timeout=5) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+        return operator.act(action, body) if token == "t" else ConsoleClient(url, token).act(action, body)
     assert post("pause", {}, token="")[0] == 401
     assert post("explode", {}) == (404, {"ok": False, "error": "action: unknown 'explode' (one of claim, release, "
                                          "instruction, pause, resume, cancel, estop, reset, jog, approval, approve, "
@@ -212,19 +209,16 @@ def test_cancel_queue_rejects_a_batch_waiting_for_approval(console, tmp_path):
 
 
 def _post(url, action, body, token="t"):
-    req = urllib.request.Request(url + "api/action/" + action, json.dumps(body).encode(), {"X-MotorMind-Token": token})
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return ConsoleClient(url, token).act(action, body)
 
 
 @pytest.mark.parametrize("command, error", [
     ({"op": "move", "direction": ["up"], "distance_mm": 10}, "commands[0].direction: must be a word, got ['up']"),
     ({"op": "rotate", "axis": {"yaw": 1}, "angle_deg": 10}, "commands[0].axis: must be a word"),
     ({"op": "move", "vector": [1e200, 0, 0], "distance_mm": 20}, "commands[0].vector: element 0 is 1e+200"),
-    ({"op": "move", "direction": "up", "distance_mm": 10 ** 400}, "commands[0].distance_mm: must be a finite number"),
+    # refused by the strict decoder of the request body, before the Controller sees it
+    ({"op": "move", "direction": "up", "distance_mm": 10 ** 400},
+     "command.distance_mm: an integer of 401 digits is outside the finite double range"),
     ({"op": ["move"], "direction": "up", "distance_mm": 10}, "command.op: a jog is one of move, rotate, gripper"),
 ])
 def test_a_hostile_jog_is_refused_recorded_and_moves_nothing(console, tmp_path, command, error):
@@ -277,3 +271,29 @@ def test_an_operator_answer_holding_two_batches_is_sent_back(console, tmp_path):
     p2 = wait_for(lambda: next((q for q in host.session.desk.pending.values() if q.id != p.id), None))
     assert "exactly one JSON value is expected" in p2.payload["error"] and robot.executed == []
     assert [c["response"] for c in events(tmp_path, "vlm_call") if c["role"] == "executor"][0] == two
+
+
+def test_a_dead_vlm_endpoint_says_what_the_connection_error_was(tmp_path):
+    """The endpoint goes away after the console started (at start, `motormind console --brain
+    openai` refuses a dead one: tests/test_cli_errors.py): the episode's end says why, not only
+    that the planner failed safe."""
+    import socket
+
+    from motormind.brains.openai_brain import OpenAIBrain, load_vlm_config
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    cfg = load_vlm_config("local-oracle", [f"base_url=http://127.0.0.1:{port}/v1", "serve=null", "retries=0"])
+    said = []
+    host = EpisodeHost(FakeRobot(), lambda: OpenAIBrain(cfg), tmp_path / "runs", port=0, token="t",
+                       progress=said.append).start()
+    try:
+        host.session.desk.add_instruction("go up")
+        wait_for(lambda: host.episodes, what="the episode to end")
+    finally:
+        host.close()
+    ep = host.episodes[0]
+    assert ep["outcome"] == "gave_up" and "Connection refused" in ep["reason"], ep["reason"]
+    assert any(m.startswith("episode ended: gave_up - the planner failed safe") and "Connection refused" in m
+               for m in said), said

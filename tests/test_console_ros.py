@@ -8,7 +8,6 @@ import json
 import re
 import threading
 import time
-import urllib.error
 import urllib.request
 
 import pytest
@@ -19,6 +18,7 @@ pytest.importorskip("rclpy")
 from motormind.ros import graph  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import WATCH, Probe  # noqa: E402
+from console_client import ConsoleClient  # noqa: E402
 from rostest_util import Log, free_domain  # noqa: E402
 
 PLAN = {"schema_version": 1, "subgoals": [{"id": "s1", "description": "reach up", "success_criterion": "raised"}]}
@@ -29,22 +29,13 @@ B2 = {"commands": [{"op": "move", "direction": "up", "distance_mm": 30}, {"op": 
 class Console:
     def __init__(self, url, token, probe):
         self.url, self.token, self.probe = url, token, probe
+        self.operator = ConsoleClient(url, token)
 
     def state(self) -> dict:
-        with urllib.request.urlopen(self.url + "api/state", timeout=10) as r:
-            return json.loads(r.read())
+        return self.operator.state()
 
     def act(self, action, body=None, token=True):
-        headers = {"Content-Type": "application/json", "X-MotorMind-Client": "test", "X-MotorMind-Name": "tester"}
-        if token:
-            headers["X-MotorMind-Token"] = self.token
-        req = urllib.request.Request(self.url + f"api/action/{action}", data=json.dumps(body or {}).encode(),
-                                     headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+        return (self.operator if token else ConsoleClient(self.url, None)).act(action, body)
 
     def wait(self, pred, timeout=20.0, what="the console's state"):
         t_end = time.monotonic() + timeout

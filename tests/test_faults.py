@@ -179,7 +179,8 @@ def test_each_fault_is_named_contained_and_recovered_from(tmp_path, fault):
 def test_a_planner_failing_safe_ends_the_episode_with_a_clear_reason(tmp_path):
     res, robot, ev, srv, tot = run_fake(tmp_path, {"missing_field": 1.0, "limit": 2, "roles": ["planner"]})
     check_invariants(res, robot, ev)
-    assert res.outcome == "gave_up" and res.reason == "the planner failed safe (no valid plan)"
+    assert res.outcome == "gave_up" and res.reason.startswith("the planner failed safe (no valid plan): ")
+    assert "$.subgoals: missing (required)" in res.reason              # the reason says why
     assert robot.executed == [] and len(kinds(ev, "repair_request")) == 1
     failed = kinds(ev, "role_failed")[0]
     assert failed["role"] == "planner" and "$.subgoals: missing (required)" in failed["error"]

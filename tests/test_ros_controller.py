@@ -146,6 +146,42 @@ def test_estop_stops_motion_mid_command_and_latches(controller):
     assert rep3["status"] == "done"
 
 
+def test_a_hostile_message_on_a_json_topic_is_dropped_and_the_node_goes_on(controller):
+    """ros/base.py ``listen``: the strict decoder (a 3000-deep message would raise RecursionError
+    in json.loads inside the subscription callback; duplicate keys would be last-wins)."""
+    from std_msgs.msg import String
+    pr = controller
+    _centre(pr)
+    n0 = len(pr.msgs["report"])
+    dup = '{"batch_id": "h1", "subgoal_id": "s1", "commands": [{"op": "move", "direction": "left", ' \
+          '"distance_mm": 500, "distance_mm": 10}]}'
+    for text in ("[" * 3000 + "]" * 3000, dup, '{"batch_id": "h2", "commands": [], "x": NaN}'):
+        pr._pub("commands").publish(String(data=text))
+    pr.send("commands", {"batch_id": "h3", "subgoal_id": "s1", "commands": MOVES[:1]})
+    rep = pr.wait_for("report", lambda m: m.get("batch_id") == "h3", timeout=20, start=n0)
+    assert rep["status"] == "done"
+    assert [m.get("batch_id") for m in pr.msgs["report"][n0:]] == ["h3"]      # the hostile ones: nothing ran
+
+
+def test_listen_decodes_strictly_and_logs_what_it_drops():
+    from std_msgs.msg import String
+
+    from motormind.ros.base import MotorMindNode
+    node = types.SimpleNamespace(_subs=[], logs=[], full=lambda n: f"/motormind/{n}")
+    node.log = node.logs.append
+    node.create_subscription = lambda typ, topic, cb, q: cb
+    got = []
+    MotorMindNode.listen(node, "commands", got.append)
+    for text in ("[" * 3000 + "]" * 3000, '{"a": 1, "a": 2}', '{"x": 1e999}', '{"a": 1} {"b": 2}', "not json"):
+        node._subs[0](String(data=text))
+    node._subs[0](String(data='{"batch_id": "b1"}'))
+    node._subs[0](String(data='[1, 2]'))                                      # JSON, but not an object
+    assert got == [{"batch_id": "b1"}]
+    assert len(node.logs) == 5 and all(m.startswith("dropped a message on commands: ") for m in node.logs)
+    assert "nested deeper than 32 levels" in node.logs[0] and "duplicate key 'a'" in node.logs[1]
+    assert max(len(m) for m in node.logs) < 400
+
+
 def test_idle_events_name_the_cameras_the_controller_publishes(controller):
     idle = controller.wait_for("progress", lambda m: m.get("event") == "idle", timeout=20)
     assert idle["cameras"] == ["front"] and idle["state"]["eef_pos_mm"]      # the fake renders one camera

@@ -2,6 +2,7 @@
 snapshots, concurrency, the CLI, and ONE LIBERO-PRO episode to success through the real openai
 client against the in-process oracle server."""
 import json
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -157,6 +158,76 @@ def test_serve_brain_cli_starts_and_answers(tmp_path):
     assert "injecting faults" in err
     (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert entry["role"] == "verifier" and entry["fault"] == "http_429" and entry["status"] == 429
+
+
+def _raw(srv, data: bytes) -> bytes:
+    """``data`` on a fresh connection; what the server answered before it closed (or 5 s passed)."""
+    c = socket.create_connection((srv.host, srv.port), timeout=5)
+    c.sendall(data)
+    out = b""
+    try:
+        while not out.endswith(b"}") or b"\r\n\r\n" not in out:
+            b = c.recv(65536)
+            if not b:
+                break
+            out += b
+    finally:
+        c.close()
+    return out
+
+
+@pytest.mark.parametrize("body, error", [
+    (b"[" * 3000 + b"]" * 3000, "body: nested deeper than 32 levels"),
+    (b'{"model": "m", "messages": [], "messages": [{"role": "user", "content": "hi"}]}',
+     "body: duplicate key 'messages'"),
+    (b'{"model": "m", "max_tokens": 1e999}', "max_tokens: non-finite number 1e999"),
+    (b'[1, 2]', "body: must be a JSON object, got list"),
+])
+def test_a_hostile_request_body_is_a_400_naming_the_path(body, error):
+    with BrainServer(ScriptedBrain({"verifier": [VERDICT]})) as srv:
+        rq = urllib.request.Request(srv.url + "/chat/completions", data=body,
+                                    headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(rq, timeout=10)
+        out = json.loads(e.value.read())
+        assert e.value.code == 400 and error in out["error"]["message"], out
+        assert out["error"]["type"] == "invalid_request_error" and len(srv.log) == 0   # never reached the brain
+        assert post(srv.url, chat())[0] == 200                                        # and it goes on
+
+
+def test_framing_host_and_origin_at_the_serve_brain_boundary():
+    with BrainServer(ScriptedBrain({"verifier": [VERDICT]})) as srv:
+        host = f"Host: 127.0.0.1:{srv.port}\r\n".encode()
+        for length in (b"-1", b"abc"):
+            resp = _raw(srv, b"POST /v1/chat/completions HTTP/1.1\r\n" + host + b"Content-Length: " + length
+                        + b"\r\n\r\n{}")
+            assert resp.startswith(b"HTTP/1.1 400 "), resp
+        body = json.dumps(chat()).encode()
+        chunked = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:10], body[10:])) + b"0\r\n\r\n"
+        resp = _raw(srv, b"POST /v1/chat/completions HTTP/1.1\r\n" + host + b"Transfer-Encoding: chunked\r\n"
+                    b"Connection: close\r\n\r\n" + chunked)
+        assert resp.startswith(b"HTTP/1.1 200 ") and b'"object": "chat.completion"' in resp
+        resp = _raw(srv, b"GET /v1/models HTTP/1.1\r\nHost: rebound.example.com\r\n\r\n")
+        assert resp.startswith(b"HTTP/1.1 400 ") and b"host: 'rebound.example.com' is not a name" in resp
+        resp = _raw(srv, b"POST /v1/chat/completions HTTP/1.1\r\n" + host + b"Origin: http://evil.example.com\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert resp.startswith(b"HTTP/1.1 403 ") and b"origin: 'http://evil.example.com'" in resp
+        assert [e["status"] for e in srv.log] == [200]            # only the chunked request reached the brain
+
+
+def test_a_hostile_backend_answer_is_logged_against_the_schema_not_raised():
+    deep = "[" * 3000 + "]" * 3000
+    with BrainServer(ScriptedBrain({"verifier": [deep]})) as srv:
+        schema = {"type": "json_schema", "json_schema": {"name": "v", "schema": ROLE_SCHEMAS["verifier"]}}
+        code, out, _ = post(srv.url, chat(response_format=schema))
+        assert code == 200 and out["choices"][0]["message"]["content"] == deep
+        assert srv.log[-1]["schema_ok"] is False and "nested deeper than 32" in srv.log[-1]["schema_error"]
+
+
+def test_a_port_in_use_fails_at_construction():
+    with BrainServer(ScriptedBrain({})) as srv:
+        with pytest.raises(OSError):
+            BrainServer(ScriptedBrain({}), port=srv.port)
 
 
 @pytest.mark.sim

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..argtypes import one_line
 from ..errors import BrainUnfit, ConfigError, MotorMindError
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -446,7 +447,7 @@ def _check(args) -> int:
     try:
         rep = check_endpoint(args.vlm, args.vlm_set, args.profile, cams)
     except ConfigError as e:
-        print(f"motormind vlm check: {e}", file=sys.stderr)
+        print(f"motormind vlm check: error: {one_line(e)}", file=sys.stderr)
         return 2
     text = render_text(rep)
     if args.quiet:                      # from the verdict on

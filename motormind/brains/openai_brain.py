@@ -54,7 +54,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from ..errors import BrainUnfit, ConfigError, MotorMindError
+from ..errors import BrainUnfit, ConfigError, MotorMindError, yaml_error
 from .base import Brain, BrainReply, BrainRequest
 from .image_sizing import RULES as IMAGE_RULES
 from .image_sizing import fit as fit_image
@@ -251,7 +251,7 @@ def load_vlm_config(name_or_path: str | Path | dict, overrides=()) -> VLMConfig:
     try:
         d = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        raise yaml_error(p, e) from None
     return vlm_config_from_dict(apply_overrides(d, overrides), str(p))
 
 
@@ -777,7 +777,13 @@ def _err_text(e: Exception) -> str:
         err = body.get("error", body)
         if isinstance(err, dict) and err.get("message"):
             return str(err["message"])
-    return str(e)
+    text, root, seen = str(e), e, set()
+    while (root.__cause__ or root.__context__) is not None and id(root) not in seen:   # the client's
+        seen.add(id(root))                      # "Connection error." says nothing of refused, DNS, reset
+        root = root.__cause__ or root.__context__
+    if root is not e and str(root) and str(root) not in text:
+        text += f" ({type(root).__name__}: {root})"
+    return text
 
 
 def _brief(a: dict) -> str:

@@ -15,13 +15,14 @@ import threading
 
 
 def register(sub) -> None:
+    from ..argtypes import non_negative, port
     p = sub.add_parser("console", help="the operator console: watch, approve, jog and stop, from a browser",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--robot", choices=["fake", "xarm6"], default=None,
                    help="host this robot in-process (episodes start from instructions submitted on the page)")
     p.add_argument("--ros", action="store_true", help="attach to a running ROS 2 graph (/motormind topics) instead")
     p.add_argument("--robot-ip", default=None, help="xArm6 controller IPv4 address (a real arm or `motormind emulate`)")
-    p.add_argument("--command-port", type=int, default=502, help="xArm6 command port (the emulator's, if not 502)")
+    p.add_argument("--command-port", type=port, default=502, help="xArm6 command port (the emulator's, if not 502)")
     p.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
                    help="xArm6 camera: an OpenCV device index or stream URL; repeatable")
     p.add_argument("--brain", choices=["operator", "openai"], default="operator",
@@ -31,11 +32,14 @@ def register(sub) -> None:
     p.add_argument("--vlm-set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to serve on (default 127.0.0.1; anything else is reachable from the network)")
-    p.add_argument("--port", type=int, default=8765, help="HTTP port (0: any free port)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="also answer to this Host name (e.g. the machine's address, with --host 0.0.0.0); "
+                        "repeatable. Any other name is refused (DNS rebinding)")
+    p.add_argument("--port", type=port, default=8765, help="HTTP port (0: any free port)")
     p.add_argument("--token", default=None, help="the control token (default: a new random one, printed)")
     p.add_argument("--approval", action="store_true", help="start in approval mode: every batch waits for you")
     p.add_argument("--instruction", default=None, help="start a first episode with this instruction")
-    p.add_argument("--frame-hz", type=float, default=5.0,
+    p.add_argument("--frame-hz", type=non_negative, default=5.0,
                    help="camera frames per second while the arm moves (0: only at action boundaries)")
     p.add_argument("--realtime", action="store_true", help="--robot fake: move in real time (as a real arm would)")
     p.add_argument("--out", default="runs/console", help="where episode records go (one folder each)")
@@ -67,12 +71,7 @@ def _brain_factory(a, robot):
     if a.brain == "operator":
         from .brain import OperatorOnlyBrain
         return OperatorOnlyBrain
-    from ..brains.openai_brain import build_openai_brain, load_vlm_config
-    from ..errors import ConfigError
-    try:
-        load_vlm_config(a.vlm or "openai", tuple(a.vlm_set))
-    except ConfigError as e:
-        raise ConfigError(f"--vlm: {e}") from None
+    from ..brains.openai_brain import build_openai_brain
     return lambda: build_openai_brain(a.vlm or "openai", robot, robot.profile, tuple(a.vlm_set), None)
 
 
@@ -89,6 +88,12 @@ def _main(a) -> int:
     if a.ros == bool(a.robot):
         raise ConfigError("console: give either --robot fake|xarm6 (in-process) or --ros (attach to ROS 2)")
     if a.ros:
+        if a.profile:                           # a bad profile is said here, not by the node later
+            from ..profile import load_profile
+            try:
+                load_profile(a.profile)
+            except ConfigError as e:
+                raise ConfigError(f"--profile: {e}") from None
         if a.domain_id is not None:
             import os
             os.environ["ROS_DOMAIN_ID"] = str(a.domain_id)
@@ -96,18 +101,26 @@ def _main(a) -> int:
         argv = ["motormind-console", "--ros-args", "-p", f"profile:={a.profile}"] if a.profile else None
         return run_console_node(a.host, a.port, a.token, argv)
     from ..components import EpisodeConfig
+    from ..webserver import listen_for
     from .session import EpisodeHost
 
     def say(s: str) -> None:
         print(s, file=sys.stderr, flush=True)
 
+    # the command line's mistakes first, before the robot is built or connected: the VLM endpoint,
+    # then the port (bound now and held)
+    if a.brain == "openai":
+        from ..brains.endpoint import checked_vlm_config
+        checked_vlm_config(a.vlm, a.vlm_set)
+    sock = listen_for("--port", a.host, a.port)
     robot = _robot(a)
     host = None
     try:
         make = _brain_factory(a, robot)
         host = EpisodeHost(robot, make, a.out, a.host, a.port, a.token, a.approval,
                            config=lambda: EpisodeConfig(wall_budget_s=3600.0), progress=say,
-                           frame_hz=a.frame_hz, robot_label=a.robot).start()
+                           frame_hz=a.frame_hz, robot_label=a.robot, allow_hosts=tuple(a.allow_host),
+                           sock=sock).start()
         print(host.session.banner(), flush=True)
         say(f"robot: {robot.profile.description}; brain: {a.brain}; records under {a.out}/. Ctrl-C to quit.")
         if a.instruction:

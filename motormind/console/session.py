@@ -22,13 +22,13 @@ from .server import ConsoleServer
 class ConsoleSession:
     def __init__(self, robot, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
                  approval: bool = False, record: Recorder | None = None, frames: bool = True,
-                 frame_hz: float = 2.0):
+                 frame_hz: float = 2.0, allow_hosts: tuple[str, ...] = (), sock=None):
         self.robot = robot
         self.runtime = InProcessRuntime(robot, record=record, frames=frames, frame_hz=frame_hz)
         self.desk, self.view, self.controller = self.runtime.desk, self.runtime.view, self.runtime.controller
         if approval:
             self.desk.set_approval(True)
-        self.server = ConsoleServer(self.runtime, host, port, token).start()
+        self.server = ConsoleServer(self.runtime, host, port, token, allow_hosts=allow_hosts, sock=sock).start()
         if frames:
             self.runtime.capture()            # something to look at before the first command
 
@@ -74,12 +74,14 @@ class EpisodeHost:
     def __init__(self, robot, make_brain: Callable[[], object], out_root: str | Path = "runs/console",
                  host: str = "127.0.0.1", port: int = 8765, token: str | None = None, approval: bool = False,
                  config: Callable[[], EpisodeConfig] | None = None, progress: Callable[[str], None] | None = None,
-                 frames: bool = True, frame_hz: float = 2.0, robot_label: str = ""):
+                 frames: bool = True, frame_hz: float = 2.0, robot_label: str = "",
+                 allow_hosts: tuple[str, ...] = (), sock=None):
         self.robot = robot
         self.make_brain = make_brain
         self.out_root = Path(out_root)
         self.session_rec = Recorder(self.out_root / "session")
-        self.session = ConsoleSession(robot, host, port, token, approval, self.session_rec, frames, frame_hz)
+        self.session = ConsoleSession(robot, host, port, token, approval, self.session_rec, frames, frame_hz,
+                                      allow_hosts, sock)
         self.config = config or EpisodeConfig
         self.progress = progress or (lambda s: None)
         self.robot_label = robot_label or robot.profile.name

@@ -55,7 +55,7 @@ def register(sub) -> None:
 
 def _build(a) -> int:
     from .build import BuildSpec, build_set
-    spec = BuildSpec(suites=list(a.suites), tasks=_ints(a.tasks), inits=_ints(a.inits), seed=a.seed,
+    spec = BuildSpec(suites=list(a.suites), tasks=_ints(a.tasks, "--tasks"), inits=_ints(a.inits, "--inits"), seed=a.seed,
                      n_questions=a.questions, image_size=a.image_size, every=a.every)
     try:
         out = build_set(spec, a.out)

@@ -12,29 +12,38 @@ BASE_SUITES = ["libero_spatial", "libero_object", "libero_goal", "libero_10"]
 
 
 def _noise(s: str | None) -> tuple:
+    """``kind=rate,...`` (or ``all=rate``) -> ((kind, rate), ...); each rate within 0..1."""
     if not s:
         return ()
     from ..brains.noisy import KINDS
+    from ..errors import ConfigError
     out = []
     for part in s.split(","):
         k, _, v = part.partition("=")
         k = k.strip()
-        if k == "all":
-            out += [(kind, float(v)) for kind in KINDS]
-            continue
-        if k not in KINDS:
-            raise SystemExit(f"--noise: unknown error kind {k!r} (known: {', '.join(KINDS)}, all)")
+        if k != "all" and k not in KINDS:
+            raise ConfigError(f"--noise: unknown error kind {k!r} (known: {', '.join(KINDS)}, all)")
         try:
             rate = float(v)
         except ValueError:
-            raise SystemExit(f"--noise: {k} needs a rate, e.g. {k}=0.2") from None
-        if not 0 <= rate <= 1:
-            raise SystemExit(f"--noise: {k} rate must be within 0..1, got {rate}")
-        out.append((k, rate))
+            raise ConfigError(f"--noise: {k} needs a rate within 0..1, e.g. {k}=0.2, got {v!r}") from None
+        if not 0 <= rate <= 1:           # also refuses nan
+            raise ConfigError(f"--noise: {k} rate must be within 0..1, got {v.strip()}")
+        out += [(kind, rate) for kind in KINDS] if k == "all" else [(k, rate)]
     return tuple(sorted(dict(out).items()))
 
 
+def _unique(items: list, what: str) -> list:
+    """``items`` with repeats dropped, in order: ``--tasks 0,0`` is task 0 once (each episode runs
+    once, and the progress counts what runs); a note says what was dropped."""
+    out = list(dict.fromkeys(items))
+    if len(out) != len(items):
+        print(f"[eval] {what}: repeated values dropped ({len(items)} given, {len(out)} distinct)", file=sys.stderr)
+    return out
+
+
 def register(sub) -> None:
+    from ..argtypes import non_negative_int, out_dir, positive_int, seconds
     p = sub.add_parser("eval", help="evaluate on LIBERO-PRO suites: parallel, resumable, with reports",
                        description=__doc__)
     p.add_argument("--suites", nargs="+", default=["libero_spatial"],
@@ -48,16 +57,17 @@ def register(sub) -> None:
     p.add_argument("--noise", default=None,
                    help="wrap the brain in the noisy brain: kind=rate,... (wrong_direction, wrong_magnitude, "
                         "object_confusion, premature_done, missed_completion, or all=rate)")
-    p.add_argument("--workers", type=int, default=1, help="local worker processes (0: run inline)")
+    p.add_argument("--workers", type=non_negative_int, default=1, help="local worker processes (0: run inline)")
     p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
                    help="run on Ray (an address, or none for a local Ray)")
-    p.add_argument("--max-steps", type=int, default=None, help="override the suites' standard step budgets")
-    p.add_argument("--wall-budget", type=float, default=900.0, help="per-episode wall-clock budget, s")
+    p.add_argument("--max-steps", type=positive_int, default=None, help="override the suites' standard step budgets")
+    p.add_argument("--wall-budget", type=seconds, default=900.0, help="per-episode wall-clock budget, s (> 0)")
     p.add_argument("--no-images", action="store_true", help="do not render images for the roles (oracle only)")
     p.add_argument("--videos", action="store_true", help="write a contact sheet and video per episode")
     p.add_argument("--backend", default="libero", choices=["libero", "fake"],
                    help="fake: the kinematic fake with a scripted brain (to exercise the machinery)")
-    p.add_argument("--out", default=None, help="results directory; rerunning with the same --out resumes")
+    p.add_argument("--out", default=None, type=out_dir,
+                   help="results directory; rerunning with the same --out resumes")
     p.set_defaults(fn=main)
 
 
@@ -74,21 +84,21 @@ def main(a) -> int:
             suites += [f"{b}_{p}" for b in BASE_SUITES for p in ("lan", "object", "swap", "task")]
         else:
             suites.append(s)
+    from ..errors import ConfigError
     for ab in a.ablations:
         if ab not in ABLATIONS:
-            raise SystemExit(f"--ablations: unknown {ab!r} (known: {', '.join(ABLATIONS)})")
-    tasks, inits, seeds = _ints(a.tasks), _ints(a.inits), _ints(a.seeds)
+            raise ConfigError(f"--ablations: unknown {ab!r} (known: {', '.join(ABLATIONS)})")
+    tasks, inits, seeds = (_ints(v, name) for v, name in ((a.tasks, "--tasks"), (a.inits, "--inits"),
+                                                          (a.seeds, "--seeds")))
+    suites, tasks, inits, seeds = (_unique(v, name) for v, name in ((suites, "--suites"), (tasks, "--tasks"),
+                                                                     (inits, "--inits"), (seeds, "--seeds")))
+    a.ablations = _unique(a.ablations, "--ablations")
     noise = _noise(a.noise)
-    if a.backend == "libero":
+    if a.backend == "libero":                    # every suite, task and init state exists, before any runs
         from ..evaluate.checks import check_suite
-        from ..errors import ConfigError
-        try:
-            for s in suites:
-                for note in check_suite(s, tasks):
-                    print(f"[eval] {note}", file=sys.stderr)
-        except ConfigError as e:
-            print(f"motormind eval: {e}", file=sys.stderr)
-            return 2
+        notes = [note for s in suites for note in check_suite(s, tasks, inits)]
+        for note in notes:
+            print(f"[eval] {note}", file=sys.stderr)
     out = Path(a.out or f"runs/eval-{time.strftime('%Y%m%d-%H%M%S')}")
     store = ResultStore(out)
     jobs = grid(suites, tasks, inits, seeds, a.brain, a.ablations, noise, max_steps=a.max_steps,

@@ -20,8 +20,10 @@ from std_msgs.msg import Bool, String
 from .. import SCHEMA_VERSION
 from ..brains.base import Brain, BrainReply
 from ..components import EpisodeConfig
+from ..errors import CommandError
 from ..mcap_record import dumps
 from ..profile import load_profile
+from ..strict_json import decode_json
 from . import graph
 from .lifeline import keep_output
 
@@ -42,6 +44,9 @@ def qos(topic: graph.Topic) -> QoSProfile:
 
 
 _TYPES = {"std_msgs/msg/String": String, "std_msgs/msg/Bool": Bool, "sensor_msgs/msg/Image": Image}
+# characters of one JSON message (a bound on what a publisher can make a node hold; the largest of
+# ours, an events message with a VLM call's answer or a scene snapshot, is far below it)
+MAX_MESSAGE_CHARS = 16 * 1024 * 1024
 
 
 def msg_type(name: str):
@@ -143,14 +148,17 @@ class MotorMindNode(Node):
         self.publisher(name).publish(String(data=dumps(obj)))
 
     def listen(self, name: str, fn, raw: bool = False) -> None:
-        """Subscribe; ``fn(dict)`` for JSON topics (bad JSON is logged and dropped), ``fn(msg)`` otherwise."""
+        """Subscribe; ``fn(dict)`` for JSON topics, ``fn(msg)`` otherwise. A JSON message is decoded
+        by the project's strict decoder (strict_json.decode_json: one value, no duplicate keys, no
+        NaN or 1e999, at most MAX_DEPTH levels, at most MAX_MESSAGE_CHARS); one it refuses is logged,
+        bounded, and dropped: anything on the graph may publish."""
         t = graph.topic_spec(name)
         if t.type == "std_msgs/msg/String" and not raw:
             def cb(msg, fn=fn, name=name):
                 try:
-                    obj = json.loads(msg.data)
-                except ValueError as e:
-                    self.log(f"dropped a message on {name} that is not JSON: {e}")
+                    obj = decode_json(msg.data, self.full(name), MAX_MESSAGE_CHARS)
+                except CommandError as e:
+                    self.log(f"dropped a message on {name}: {str(e)[:300]}")
                     return
                 if isinstance(obj, dict):
                     fn(obj)

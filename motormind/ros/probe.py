@@ -18,8 +18,10 @@ from std_msgs.msg import Bool, String
 from std_srvs.srv import Trigger
 
 from .. import SCHEMA_VERSION
+from ..errors import CommandError
+from ..strict_json import decode_json
 from . import graph
-from .base import qos
+from .base import MAX_MESSAGE_CHARS, qos
 
 WATCH = ("report", "progress", "plan", "verdict", "episode", "cancel", "task", "memory", "escalation", "commands")
 
@@ -53,8 +55,8 @@ class Probe:
 
     def _got(self, topic: str, m) -> None:
         try:
-            obj = json.loads(m.data)
-        except ValueError:
+            obj = decode_json(m.data, topic, MAX_MESSAGE_CHARS)   # the nodes' own strict decoder
+        except CommandError:
             return
         with self._cv:
             self.msgs[topic].append(obj)

@@ -15,6 +15,7 @@ import sys
 
 
 def register(subparsers) -> None:
+    from ..argtypes import non_negative, port
     p = subparsers.add_parser("serve-brain", help="serve a MotorMind brain over an OpenAI-compatible HTTP API "
                                                   "(/v1/models, /v1/chat/completions), with fault injection")
     p.add_argument("--backend", default="oracle", choices=["oracle", "replay", "reach"],
@@ -24,7 +25,10 @@ def register(subparsers) -> None:
     p.add_argument("--record", default=None, help="replay: an episode's run directory or its events.jsonl")
     p.add_argument("--profile", default="libero_panda", help="oracle: robot profile when the client sends none")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    p.add_argument("--port", type=port, default=8765, help="0 picks a free port")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="also answer to this Host name (e.g. a container's service name, with --host 0.0.0.0); "
+                        "repeatable. Any other name is refused (DNS rebinding)")
     p.add_argument("--model", default=None, help="the model id served (default: motormind-<backend>)")
     p.add_argument("--api-key", default=None, help="require this bearer key (default: accept any)")
     p.add_argument("--fault", action="append", default=[], metavar="NAME=RATE",
@@ -40,7 +44,7 @@ def register(subparsers) -> None:
                         "image) and how the coordinate check is answered (qwen2.5-vl: pixels of its resized image)")
     p.add_argument("--fault-seed", type=int, default=0, help="seeds the fault and the quirk draws")
     p.add_argument("--fault-roles", default=None, help="comma-separated roles the faults apply to (default: all)")
-    p.add_argument("--slow-s", type=float, default=None, help="how late a 'slow' answer arrives (default 5 s)")
+    p.add_argument("--slow-s", type=non_negative, default=None, help="how late a 'slow' answer arrives (default 5 s)")
     p.add_argument("--text-style", default="fenced", choices=["fenced", "raw"],
                    help="answers without response_format: a sentence and a fenced JSON block, or bare JSON")
     p.add_argument("--log", default=None, help="append one JSON line per request (role, fault, status, times) "
@@ -51,29 +55,34 @@ def register(subparsers) -> None:
 
 def _serve(args) -> int:
     from ..errors import ConfigError
+    from ..webserver import listen_for
     from .faults import FaultPlan
     from .quirks import QuirkPlan
     from .server import BrainServer, ReplayBrain, SnapshotOracle
-    try:
-        if args.backend == "replay":
-            if not args.record:
-                raise ConfigError("--backend replay needs --record RUN_DIR")
-            brain = ReplayBrain(args.record)
-        elif args.backend == "reach":
-            from .reach import ReachBrain
-            brain = ReachBrain()
-        else:
-            brain = SnapshotOracle(args.profile)
-        roles = [r.strip() for r in args.fault_roles.split(",")] if args.fault_roles else None
-        faults = FaultPlan.from_cli(args.fault, seed=args.fault_seed, slow_s=args.slow_s, roles=roles)
-        quirks = QuirkPlan.from_cli(args.quirk, seed=args.fault_seed, roles=roles)
-    except ConfigError as e:
-        print(f"serve-brain: {e}", file=sys.stderr)
-        return 2
+    # every mistake of the command line is a ConfigError here (one line, by motormind.cli.main)
+    if args.backend == "replay":
+        if not args.record:
+            raise ConfigError("--backend replay needs --record RUN_DIR")
+        brain = ReplayBrain(args.record)
+    elif args.backend == "reach":
+        from .reach import ReachBrain
+        brain = ReachBrain()
+    else:
+        from ..profile import load_profile
+        try:
+            load_profile(args.profile)           # used at the first request: a bad one is said now
+        except ConfigError as e:
+            raise ConfigError(f"--profile: {e}") from None
+        brain = SnapshotOracle(args.profile)
+    roles = [r.strip() for r in args.fault_roles.split(",")] if args.fault_roles else None
+    faults = FaultPlan.from_cli(args.fault, seed=args.fault_seed, slow_s=args.slow_s, roles=roles)
+    quirks = QuirkPlan.from_cli(args.quirk, seed=args.fault_seed, roles=roles)
+    sock = listen_for("--port", args.host, args.port)
     model = args.model or f"motormind-{args.backend}"
     srv = BrainServer(brain, host=args.host, port=args.port, model=model, faults=faults if faults.active else None,
                       api_key=args.api_key, text_style=args.text_style, quiet=args.quiet, log_path=args.log,
-                      quirks=quirks if quirks.active else None, family=args.family)
+                      quirks=quirks if quirks.active else None, family=args.family,
+                      allow_hosts=tuple(args.allow_host), sock=sock)
     priv = " (PRIVILEGED: answers from simulator state)" if getattr(brain, "privileged", False) else ""
     print(f"serve-brain: {args.backend} as model {model!r} at {srv.url}{priv}", file=sys.stderr)
     if faults.active:

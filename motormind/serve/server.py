@@ -32,8 +32,10 @@ characters a token, 85 an image) and say so (``motormind.usage_estimated``).
 Every request is logged in ``BrainServer.log`` (role, fault, status, start and end times) and
 each injected fault is reported through ``on_event("serve_fault", ...)`` (the episode record, when
 in-process) and in the ``x-motormind-fault`` response header, which ``OpenAIBrain`` copies into the
-call's record. Concurrent requests are served on their own threads (Monitor and Memory calls never
-wait for the Executor's).
+call's record. Concurrent requests are answered on worker threads (Monitor and Memory calls never
+wait for the Executor's). HTTP: a Starlette app under uvicorn (``motormind/webserver.py``, with the
+console's Host and Origin checks); a request body is at most ``MAX_BODY`` bytes, complete within
+``BODY_TIMEOUT_S``, and decoded strictly (``strict_json.decode_json``: 400 naming the path).
 """
 from __future__ import annotations
 
@@ -47,21 +49,28 @@ import threading
 import time
 import uuid
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+from starlette.routing import Route
 
 from ..brains.base import Brain, BrainReply, BrainRequest
 from ..brains.image_sizing import RULES as FAMILIES
 from ..brains.image_sizing import fit as fit_image
-from ..errors import ConfigError, ResponseError
+from ..errors import CommandError, ConfigError, ResponseError
 from ..schemas import CHECK_SCHEMAS, ROLE_SCHEMAS, validate
+from ..strict_json import decode_json, show
+from ..webserver import Disconnected, Guard, HttpError, HttpServer, decode_body, read_body, served_names
 from .faults import HTTP_FAULTS, TEXT_FAULTS, FaultPlan
 from .quirks import IMAGE_QUIRKS, QuirkPlan, refusal, shape
 
 _ROLE_RE = re.compile(r"You are the (\w+)\b")
+MAX_BODY = 64 * 1024 * 1024     # bytes of a chat request (its images as data URLs: a few MB in practice)
+BODY_TIMEOUT_S = 60.0           # a request body must arrive within this
 
 
 class BadBrainRequest(ValueError):
@@ -259,7 +268,8 @@ class BrainServer:
                  faults: FaultPlan | dict | None = None, on_event: Callable[..., None] | None = None,
                  api_key: str | None = None, text_style: str = "fenced", keep_bodies: int = 0,
                  quiet: bool = True, log_path: str | Path | None = None, max_log: int = 100000,
-                 quirks: QuirkPlan | dict | None = None, family: str = "generic"):
+                 quirks: QuirkPlan | dict | None = None, family: str = "generic",
+                 allow_hosts: tuple[str, ...] = (), sock=None):
         if text_style not in ("fenced", "raw"):
             raise ConfigError(f"text_style: must be 'fenced' or 'raw', got {text_style!r}")
         if family not in FAMILIES:
@@ -279,40 +289,37 @@ class BrainServer:
         self._n = 0
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        self._thread: threading.Thread | None = None
+        self.names = served_names(host, allow_hosts)
+        app = Guard(self._app(), self.names, lambda status, msg: _error(msg, "invalid_request_error"),
+                    headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+        self._http_server = HttpServer(app, host, port, name="motormind-serve-brain", sock=sock)
         self.created = int(time.time())
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
     def host(self) -> str:
-        return self._httpd.server_address[0]
+        return self._http_server.host
 
     @property
     def port(self) -> int:
-        return self._httpd.server_address[1]
+        return self._http_server.port
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
 
     def start(self) -> "BrainServer":
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="motormind-serve-brain", daemon=True)
-        self._thread.start()
+        self._http_server.start()
         return self
 
     def serve_forever(self) -> None:
-        self._httpd.serve_forever(poll_interval=0.2)
+        """Serve in this thread until Ctrl-C (``motormind serve-brain``)."""
+        self._http_server.serve_forever()
 
     def close(self) -> None:
         self._closing.set()             # slow answers stop waiting
-        self._httpd.shutdown() if self._thread else None
-        self._httpd.server_close()
-        if self._thread:
-            self._thread.join(timeout=5)
+        self._http_server.close()
         if self._log_fh:
             self._log_fh.close()
             self._log_fh = None
@@ -411,9 +418,9 @@ class BrainServer:
         text = reply.text
         if rf_type == "json_schema":
             try:
-                validate(json.loads(text), req.schema)
-                entry["schema_ok"] = True
-            except (ValueError, ResponseError) as e:
+                validate(decode_json(text, "answer"), req.schema)     # strict: a hostile backend's answer
+                entry["schema_ok"] = True                               # (3000 deep, 1e999) is logged, not raised
+            except (CommandError, ResponseError) as e:
                 entry["schema_ok"] = False
                 entry["schema_error"] = str(e)[:300]
         if fault in TEXT_FAULTS:
@@ -496,73 +503,57 @@ class BrainServer:
         return {"object": "list", "data": [{"id": self.model, "object": "model", "created": self.created,
                                             "owned_by": "motormind"}]}
 
-    def _handler_class(self):
-        server = self
+    # -- HTTP -----------------------------------------------------------------------------------
+    def _app(self):
+        """The Starlette app: one route that dispatches as the old hand-written server did
+        (a trailing slash and a query string are ignored; ``/v1`` may be left out)."""
+        return Starlette(routes=[Route("/{path:path}", self._http, methods=["GET", "HEAD", "POST"])])
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            server_version = "motormind-serve-brain"
+    def _unauthorised(self, request) -> bool:
+        return bool(self.api_key) and request.headers.get("authorization", "") != f"Bearer {self.api_key}"
 
-            def log_message(self, fmt, *args):   # quiet: the server keeps its own log
-                pass
+    async def _http(self, request):
+        path = request.url.path.rstrip("/")
+        close = {"Connection": "close"}                   # a body left unread: the connection ends
+        if request.method in ("GET", "HEAD"):
+            if path == "/health":
+                return Response(b"ok", media_type="text/plain")
+            if self._unauthorised(request):
+                return _reply(401, _error("invalid API key", "invalid_request_error", "invalid_api_key"))
+            if path in ("/v1/models", "/models"):
+                return _reply(200, self.models())
+            if path.startswith("/v1/models/") and path[len("/v1/models/"):] == self.model:
+                return _reply(200, self.models()["data"][0])
+            return _reply(404, _error(f"no route {show(request.url.path)}", "invalid_request_error", "not_found"))
+        if self._unauthorised(request):
+            return _reply(401, _error("invalid API key", "invalid_request_error", "invalid_api_key"), close)
+        if path not in ("/v1/chat/completions", "/chat/completions"):
+            return _reply(404, _error(f"no route {show(request.url.path)}", "invalid_request_error", "not_found"),
+                          close)
+        try:
+            raw = await read_body(request, MAX_BODY, BODY_TIMEOUT_S)
+        except HttpError as e:
+            return _reply(e.status, _error(str(e), "invalid_request_error"), close)
+        except Disconnected:                              # cut short: nothing is answered from it
+            return _reply(400, _error("body: the client hung up before the body was complete",
+                                      "invalid_request_error"), close)
+        code, obj, headers = await run_in_threadpool(self._post_chat, raw)   # decoding MBs of images: off the loop
+        return _reply(code, obj, headers)
 
-            def _send(self, code: int, obj, headers: dict | None = None) -> None:
-                data = json.dumps(obj).encode() if not isinstance(obj, bytes) else obj
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/json" if not isinstance(obj, bytes)
-                                     else "text/plain")
-                    self.send_header("Content-Length", str(len(data)))
-                    for k, v in (headers or {}).items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                    self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError, OSError):
-                    self.close_connection = True    # the client gave up (a timeout): nothing to do
+    def _post_chat(self, raw: bytes) -> tuple[int, dict, dict]:
+        try:
+            body = decode_body(raw or b"{}", "body", MAX_BODY)
+            if not isinstance(body, dict):
+                raise HttpError(400, f"body: must be a JSON object, got {type(body).__name__}")
+        except HttpError as e:
+            return 400, _error(f"body is not valid JSON: {e}", "invalid_request_error"), {}
+        if self.bodies.maxlen:
+            self.bodies.append(body)
+        return self.handle_chat(body)
 
-            def _authorised(self) -> bool:
-                if not server.api_key:
-                    return True
-                if self.headers.get("Authorization", "") == f"Bearer {server.api_key}":
-                    return True
-                self._send(401, _error("invalid API key", "invalid_request_error", "invalid_api_key"))
-                return False
 
-            def do_GET(self):  # noqa: N802 - http.server's naming
-                path = self.path.split("?")[0].rstrip("/")
-                if path == "/health":
-                    return self._send(200, b"ok")
-                if not self._authorised():
-                    return
-                if path in ("/v1/models", "/models"):
-                    return self._send(200, server.models())
-                if path.startswith("/v1/models/"):
-                    mid = path[len("/v1/models/"):]
-                    if mid == server.model:
-                        return self._send(200, server.models()["data"][0])
-                self._send(404, _error(f"no route {self.path}", "invalid_request_error", "not_found"))
-
-            def do_POST(self):  # noqa: N802
-                path = self.path.split("?")[0].rstrip("/")
-                n = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(n) if n else b""
-                if not self._authorised():
-                    return
-                if path not in ("/v1/chat/completions", "/chat/completions"):
-                    return self._send(404, _error(f"no route {self.path}", "invalid_request_error", "not_found"))
-                try:
-                    body = json.loads(raw or b"{}")
-                    if not isinstance(body, dict):
-                        raise ValueError("the body must be a JSON object")
-                except ValueError as e:
-                    return self._send(400, _error(f"body is not valid JSON: {e}", "invalid_request_error"))
-                if server.bodies.maxlen:
-                    server.bodies.append(body)
-                code, obj, headers = server.handle_chat(body)
-                self._send(code, obj, headers)
-
-        return Handler
+def _reply(code: int, obj, headers: dict | None = None) -> Response:
+    return Response(json.dumps(obj).encode(), code, headers=headers, media_type="application/json")
 
 
 def _error(message: str, typ: str, code: str | None = None) -> dict:

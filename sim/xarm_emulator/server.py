@@ -20,7 +20,6 @@ Every socket the emulator owns has an explicit timeout, so the SDK's process-wid
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import logging
 import math
@@ -906,15 +905,16 @@ def serve(host: str = "127.0.0.1", port: int = 502, *, block: bool = True, **kwa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="motormind emulate xarm6",
-                                 description="Wire-level xArm6 controller emulator for xarm-python-sdk 1.18.4")
+    from motormind.argtypes import Parser, port, positive
+    ap = Parser(prog="motormind emulate xarm6",
+                description="Wire-level xArm6 controller emulator for xarm-python-sdk 1.18.4")
     ap.add_argument("--host", default="127.0.0.1", help="IPv4 address to bind (default 127.0.0.1)")
-    ap.add_argument("--port", type=int, default=502,
+    ap.add_argument("--port", type=port, default=502,
                     help="command port (default 502, needs root; otherwise pick e.g. 5020 and pass "
                          "command_port=5020 to XArm6Robot)")
     ap.add_argument("--report-type", choices=("rich", "normal", "real"), default="rich",
                     help="report stream served on 30002/30001/30003")
-    ap.add_argument("--report-hz", type=float, default=5.0, help="report rate (the real arm: 5 Hz)")
+    ap.add_argument("--report-hz", type=positive, default=5.0, help="report rate (the real arm: 5 Hz; > 0)")
     ap.add_argument("--version", default=DEFAULT_VERSION, help="version string the SDK parses")
     ap.add_argument("--pose", type=float, nargs=6, default=DEFAULT_POSE, metavar=("X", "Y", "Z", "R", "P", "YAW"),
                     help="initial TCP pose, mm and degrees")
@@ -928,8 +928,9 @@ def main(argv: list[str] | None = None) -> int:
         emu = XArmEmulator(a.host, a.port, report_port=report_port, report_type=a.report_type,
                            report_hz=a.report_hz, version=a.version, initial_pose=tuple(a.pose),
                            enabled=a.enabled).start()
-    except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (OSError, ValueError, OverflowError) as e:
+        print(f"motormind emulate xarm6: error: cannot serve on {a.host}:{a.port}: {getattr(e, 'strerror', None) or e}",
+              file=sys.stderr)
         return 2
     print(f"xArm6 emulator: command {a.host}:{emu.port}, report {a.host}:{emu.report_port} "
           f"({a.report_type}, {a.report_hz:g} Hz). Ctrl-C to stop.", flush=True)

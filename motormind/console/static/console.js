@@ -8,8 +8,10 @@ if (location.hash.startsWith("#token=")) {
   store.setItem("mm-token", decodeURIComponent(location.hash.slice(7)));
   history.replaceState(null, "", location.pathname);       // the token leaves the address bar
 }
-if (!store.getItem("mm-client")) store.setItem("mm-client", Math.random().toString(36).slice(2, 12));
-const client = store.getItem("mm-client");
+// The control key is the server's: it comes with the answer to the action that made this page the
+// holder ("<id>.<mac>"); the state names the holder by the id alone (motormind/console/server.py).
+const controlKey = () => store.getItem("mm-control") || "";
+const myId = () => controlKey().split(".")[0];
 $("token").value = store.getItem("mm-token") || "";
 $("name").value = store.getItem("mm-name") || "operator";
 $("token").addEventListener("change", () => { store.setItem("mm-token", $("token").value.trim()); render(last); });
@@ -42,10 +44,11 @@ async function act(action, body, target = "action-result") {
     const resp = await fetch("/api/action/" + action, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-MotorMind-Token": token,
-                 "X-MotorMind-Client": client, "X-MotorMind-Name": $("name").value.trim() || "operator" },
+                 "X-MotorMind-Control": controlKey(), "X-MotorMind-Name": $("name").value.trim() || "operator" },
       body: JSON.stringify(body || {}),
     });
     const out = await resp.json();
+    if (out.control) { store.setItem("mm-control", out.control); render(last); }
     show(target, out.ok ? `${action}: ${out.detail || "ok"}` : `${action} refused: ${out.error}`, out.ok);
     return out;
   } catch (e) {
@@ -178,7 +181,7 @@ function render(s) {
       + (ep.outcome ? ` · ${ep.outcome}: ${ep.reason}` : "");
   const desk = s.desk || {};
   const holder = desk.holder;
-  const mine = holder && holder.client === client;
+  const mine = !!holder && !!myId() && holder.client === myId();
   const hasToken = !!$("token").value.trim();
   $("holder").textContent = holder ? `in control: ${holder.name}${mine ? " (you)" : ""}` : "nobody in control";
   $("mode").textContent = !hasToken ? "read-only" : mine ? "operator" : "token given";

@@ -1,0 +1,121 @@
+"""The command line's parser and value types: a bad invocation is refused with ONE line on stderr
+that names the argument and the limit, exit status 2, before anything is built.
+
+    Parser        argparse.ArgumentParser whose errors are one line (no usage block; --help has it)
+    port          0..65535 (0: any free port)
+    host_port     "[HOST:]PORT" for --console: its port 0..65535, the host not empty
+    seconds       a finite number of seconds > 0 (a budget)
+    positive      a finite number > 0 (a rate)
+    non_negative  a finite number >= 0 (a rate where 0 means off)
+    positive_int  an integer >= 1 (a size, a count)
+    out_dir       a path that is a directory or does not exist yet (not a file)
+    one_line      an error message folded onto one line (a YAML parser's message has several)
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``motormind console: error: argument --port: 70000 is
+    outside 0..65535 (see motormind console --help)``."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: str, limit: int = 600) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+def _number(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return v
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def port(text: str) -> int:
+    p = _integer(text)
+    if not 0 <= p <= 65535:
+        raise argparse.ArgumentTypeError(f"{p} is outside 0..65535 (0: any free port)")
+    return p
+
+
+def host_port(text: str) -> str:
+    """``PORT`` or ``HOST:PORT`` (``[::1]:PORT`` for IPv6), checked; returned as given."""
+    split_host_port(text, argparse.ArgumentTypeError)
+    return text
+
+
+def split_host_port(text: str, error=ValueError, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """("host", port) of ``[HOST:]PORT``; ``error(message)`` is raised when it is not one."""
+    host, sep, p = str(text).rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if sep and not host:
+        raise error(f"{text!r}: the host before ':' is empty (PORT or HOST:PORT)")
+    try:
+        n = int(p)
+    except ValueError:
+        raise error(f"{text!r} is not PORT or HOST:PORT") from None
+    if not 0 <= n <= 65535:
+        raise error(f"port {n} is outside 0..65535 (0: any free port)")
+    return host or default_host, n
+
+
+def seconds(text: str) -> float:
+    v = _number(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{v:g} s: must be more than 0 s")
+    return v
+
+
+def positive(text: str) -> float:
+    v = _number(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{v:g}: must be more than 0")
+    return v
+
+
+def non_negative(text: str) -> float:
+    v = _number(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v:g}: must be 0 or more")
+    return v
+
+
+def positive_int(text: str) -> int:
+    v = _integer(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v}: must be 1 or more")
+    return v
+
+
+def non_negative_int(text: str) -> int:
+    v = _integer(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v}: must be 0 or more")
+    return v
+
+
+def out_dir(text: str) -> str:
+    p = Path(text)
+    if p.exists() and not p.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} exists and is not a directory (give a directory, new or "
+                                         "existing)")
+    return text
+

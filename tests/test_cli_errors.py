@@ -1,0 +1,116 @@
+"""Every bad invocation of issue 15 ("Command-line errors") prints ONE line on stderr that names the
+argument and the limit, exits non-zero, and builds nothing first: no simulator (mujoco, robosuite
+and the LIBERO-PRO backend are never imported), no robot, no server left listening.
+
+Each runs as a subprocess of ``motormind.cli``; at exit the process reports which of those
+modules it imported (an atexit hook), so "before the simulator is built" is asserted, not assumed."""
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from motormind.paths import config_dir
+
+BUILT = ("mujoco", "robosuite", "motormind.sim.libero_pro.backend", "motormind.robots.fake",
+         "motormind.robots.xarm6")
+PROBE = ("import atexit, sys\n"
+         "atexit.register(lambda: sys.stdout.write('\\nBUILT ' + repr(sorted(m for m in %r if m in sys.modules)) + '\\n'))\n"
+         "from motormind.cli import main\n"
+         "sys.exit(main(sys.argv[1:]))\n") % (BUILT,)
+
+
+def motormind(*argv, timeout=120):
+    p = subprocess.run([sys.executable, "-c", PROBE, *map(str, argv)], capture_output=True, text=True,
+                       timeout=timeout)
+    built = next((line[6:] for line in p.stdout.splitlines() if line.startswith("BUILT ")), None)
+    return p.returncode, [line for line in p.stderr.splitlines() if line.strip()], built
+
+
+@pytest.fixture(scope="module")
+def busy_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    yield s.getsockname()[1]
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def dead_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                     # nothing listens there now
+    return port
+
+
+@pytest.fixture(scope="module")
+def bad_profiles(tmp_path_factory):
+    d = tmp_path_factory.mktemp("profiles")
+    text = (config_dir() / "robots" / "fake.yaml").read_text()
+    (d / "strings.yaml").write_text(text.replace("x: [100.0, 700.0]", 'x: ["100", "700"]'))
+    head, _, rest = text.partition("directions:\n")
+    rest = rest.split("rotation:", 1)[1]
+    (d / "directions.yaml").write_text(head + "directions:\n  - forward\n  - back\nrotation:" + rest)
+    (d / "syntax.yaml").write_text(text.replace("limits:\n", "limits: [\n", 1))
+    return d
+
+
+def cases(tmp, busy, dead, profiles):
+    a_file = tmp / "a_file"
+    a_file.write_text("not a directory\n")
+    dead_vlm = ["--vlm", "openai", "--vlm-set", f"base_url=http://127.0.0.1:{dead}/v1"]
+    return [
+        # (argv, what the one line must say)
+        (["eval", "--backend", "fake", "--out", a_file], f"argument --out: {a_file} exists and is not a directory"),
+        (["console", "--robot", "fake", "--port", busy], f"--port: cannot serve on 127.0.0.1:{busy}: Address already in use"),
+        (["console", "--robot", "fake", "--port", 70000], "argument --port: 70000 is outside 0..65535"),
+        (["emulate", "xarm6", "--port", 70000], "argument --port: 70000 is outside 0..65535"),
+        (["serve-brain", "--port", busy], f"--port: cannot serve on 127.0.0.1:{busy}: Address already in use"),
+        (["serve-brain", "--profile", profiles / "strings.yaml"], "workspace_mm.x.lo: must be a finite number, got '100'"),
+        (["serve-brain", "--profile", profiles / "directions.yaml"], "directions: must be a non-empty mapping"),
+        (["serve-brain", "--profile", profiles / "syntax.yaml"], "not valid YAML at line 6 column 14: expected ',' or ']'"),
+        (["console", "--ros", "--profile", profiles / "strings.yaml"], "--profile: "),
+        (["run", "--brain", "bogus"], "argument --brain: invalid choice: 'bogus' (choose from"),
+        (["run", "--out", a_file], f"argument --out: {a_file} exists and is not a directory"),
+        (["run", "--brain", "openai", *dead_vlm],
+         f"--vlm: the endpoint http://127.0.0.1:{dead}/v1 is not reachable: cannot connect to 127.0.0.1:{dead}: "
+         "Connection refused"),
+        (["run", "--console", f"127.0.0.1:{busy}"], f"--console: cannot serve on 127.0.0.1:{busy}: Address already in use"),
+        (["run", "--console", "127.0.0.1:70000"], "argument --console: port 70000 is outside 0..65535"),
+        (["run", "--wall-budget", -1], "argument --wall-budget: -1 s: must be more than 0 s"),
+        (["run", "--wall-budget", "nan"], "argument --wall-budget: 'nan' is not a finite number"),
+        (["eval", "--inits", 999], "--inits: [999] out of range for 'libero_spatial' task 0 (0..49)"),
+        (["eval", "--backend", "fake", "--noise", "all=2"], "--noise: all rate must be within 0..1, got 2"),
+        (["eval", "--backend", "fake", "--noise", "all=lots"], "--noise: all needs a rate within 0..1"),
+        (["eval", "--backend", "fake", "--tasks", "3-1"], "--tasks: empty range '3-1' in '3-1'"),
+        (["eval", "--backend", "fake", "--wall-budget", 0], "argument --wall-budget: 0 s: must be more than 0 s"),
+        (["console", "--robot", "fake", "--brain", "openai", *dead_vlm],
+         f"--vlm: the endpoint http://127.0.0.1:{dead}/v1 is not reachable: cannot connect"),
+    ]
+
+
+def test_every_bad_invocation_is_one_line_a_non_zero_exit_and_builds_nothing(tmp_path, busy_port, dead_port,
+                                                                            bad_profiles):
+    failures = []
+    for argv, says in cases(tmp_path, busy_port, dead_port, bad_profiles):
+        rc, err, built = motormind(*argv)
+        line = err[0] if err else ""
+        if rc == 0 or len(err) != 1 or says not in line or built != "[]" or "Traceback" in line:
+            failures.append(f"motormind {' '.join(map(str, argv))}: rc {rc}, built {built}, stderr {err[:6]}")
+    assert not failures, "\n".join(failures)
+
+
+def test_repeated_tasks_run_each_episode_once_and_the_progress_counts_them(tmp_path):
+    out = tmp_path / "ev"
+    p = subprocess.run([sys.executable, "-m", "motormind.cli", "eval", "--backend", "fake", "--tasks", "0,0,1",
+                        "--inits", "0,0", "--workers", "0", "--out", str(out)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["task"], r["init_state"]) for r in rows) == [(0, 0), (1, 0)]
+    assert json.loads((out / "eval.json").read_text())["episodes"] == 2
+    assert "--tasks: repeated values dropped (3 given, 2 distinct)" in p.stderr
+    assert "[eval] 2 episodes" in p.stderr and "2/2" in p.stderr
