@@ -27,15 +27,22 @@ import numpy as np
 from ...geometry import axis_angle_to_mat, rot_error
 from . import pickplace as pp
 from .motion import path_commands, route, rotations
-from .world import MAX_GAP_M, Articulation, World, gripper_boxes
+from .world import FINGERTIP_BELOW_M, MAX_GAP_M, Articulation, World, gripper_boxes
 
 STANDOFF_M = 0.10          # the tool turns horizontal this far out from the handle
 PUSH_PAST_M = 0.008        # push a drawer this far past its closed position (into its stop)
-KNOB_TWIST_ON = math.radians(55.0)
-KNOB_TWIST_OFF_MARGIN = math.radians(12.0)
+KNOB_ON_MARGIN = 0.25      # rad past LIBERO's "on" threshold (0.5)
+KNOB_OFF_PAST = 0.12       # rad past the knob's lower stop, to be sure it rests on it ("off" is q < 0)
+KNOB_SLIP = 1.25           # the wrist turns this much more than the knob (the fingers slip on the bar)
 FLAT_MAX_M = 0.03          # an object this thin and wider than the gap is pushed, not lifted
 PUSH_TOL_M = 0.012         # a push is done with the origin this close to the target
+FINGER_HALF = 0.012        # closed fingertips: half their thickness
+RIM_INSIDE_M = 0.028       # a push from inside a rimmed object: the fingertips this far in from its edge
+PLATE_FLOOR_M = 0.007      # ... and this high over its underside (above its floor)
+PUSH_COLUMN_M = (0.0, 0.04, 0.09, 0.14, 0.19)   # heights over a push's start the hand comes down through
+PUSH_CLEAR_M = 0.012       # a push whose hand comes closer than this to the scene is not tried first
 BACKOFF_M = 0.03
+UNTILT_MIN = math.radians(12.0)   # a smaller tilt (LIBERO starts some episodes 6 deg off) is left as it is
 RELEASE_FRACTION = 0.4     # the fingers let go of a handle bar (16 mm) by opening to about 31 mm
 
 
@@ -130,7 +137,7 @@ def untilt(pose: pp.Pose, profile) -> tuple[list[dict], pp.Pose]:
     """Back off along the tool (out of whatever it was pointing into) and turn back to pointing
     down by the smallest rotation (about the horizontal axis across the tilt):
     -> (commands, the pose they leave: BACKOFF_M back, pointing down)."""
-    if pose.rot is None or pose.tilt < math.radians(5.0):
+    if pose.rot is None or pose.tilt < UNTILT_MIN:
         return [], pose
     k = np.cross(pose.approach, [0.0, 0.0, -1.0])
     n = float(np.linalg.norm(k))
@@ -342,6 +349,9 @@ def door(brain, w: World, pose: pp.Pose, a: Articulation):
 
 # -- knobs ------------------------------------------------------------------------------------------
 def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
+    """Turn a knob: straddle its bar at the knob's axis, close, twist the wrist by what the joint
+    still needs (plus the fingers' slip), let go and lift. Closed-loop: a knob already turned far
+    enough is only let go of; one held is only twisted."""
     prof = brain.profile
     a = joint_of(w, name, ("hinge",))
     if a is None:
@@ -353,28 +363,37 @@ def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
     bar_yaw = math.atan2(long_axis[1], long_axis[0])
     top = float(np.asarray(bar["c"], float)[2] + half[2])
     grasp = np.array([a.anchor[0], a.anchor[1], top - 0.013])
-    twist = KNOB_TWIST_ON if on else -(a.q - min(a.ranges.get("turnoff", [0.0])) + KNOB_TWIST_OFF_MARGIN)
-    twist *= 1.0 if a.axis[2] > 0 else -1.0
+    lift = grasp + np.array([0.0, 0.0, 0.05])
+    sense = 1.0 if a.axis[2] > 0 else -1.0
+    goal_q = (min(a.ranges["turnon"]) + KNOB_ON_MARGIN) if on else (a.range[0] - KNOB_OFF_PAST)
+    twist = sense * (goal_q - a.q) * KNOB_SLIP
+    near = float(np.linalg.norm((pose.grip - grasp)[:2])) < 0.015 and abs(pose.grip[2] - grasp[2]) < 0.02
+    done_now = bool(w.predicate("turnon" if on else "turnoff", a.fixture))
     cmds: list[dict] = []
+    if done_now:                                      # turned: let go and lift
+        if near and pose.fraction < 0.8:
+            cmds += [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [lift], prof)
+        return cmds, True
+    if near and w.pinched(a.fixture):                  # holding the knob: twist on
+        cmds += rotations("yaw", twist, prof, min_deg=1.0)
+        cmds += [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [lift], prof)
+        return cmds, True
     un, pose = untilt(pose, prof)
     cmds += un
     if pose.fraction < 0.95:
         cmds.append({"op": "gripper", "action": "open"})
-    yaw = bar_yaw + math.pi / 2                      # fingers across the bar
-    yaw = _orient_for_twist(yaw, pose, twist)
+    yaw = _orient_for_twist(bar_yaw + math.pi / 2, pose, twist)    # fingers across the bar
     cmds += rotations("yaw", yaw - pose.yaw, prof)
     pre = grasp + np.array([0.0, 0.0, 0.05])
     bundle = gripper_boxes(np.zeros(3), yaw, MAX_GAP_M)
     cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=()), prof)
     cmds += path_commands(pre, [grasp], prof)
     cmds.append({"op": "gripper", "action": "close"})
-    cmds += rotations("yaw", twist, prof, min_deg=1.0)
-    cmds.append({"op": "gripper", "action": "open"})
-    cmds += path_commands(grasp, [grasp + np.array([0.0, 0.0, 0.05])], prof)
-    if len(cmds) + 1 > prof.limits.max_batch:
-        cmds = cmds[:prof.limits.max_batch]
-        return cmds, False
-    return cmds, True
+    turn = rotations("yaw", twist, prof, min_deg=1.0)
+    if len(cmds) + len(turn) + 3 <= prof.limits.max_batch:
+        cmds += turn + [{"op": "gripper", "action": "open"}] + path_commands(grasp, [lift], prof)
+        return cmds, True
+    return cmds[:prof.limits.max_batch], False      # the grasp now, the twist next batch
 
 
 def _orient_for_twist(yaw: float, pose: pp.Pose, twist: float) -> float:
@@ -396,35 +415,47 @@ def _orient_for_twist(yaw: float, pose: pp.Pose, twist: float) -> float:
 
 # -- pushes -----------------------------------------------------------------------------------------
 def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
-    """Slide a flat object over the table so that its origin ends in ``region``."""
+    """Slide a flat object over the table so that its origin ends in ``region``: closed fingertips
+    low against its trailing side, from outside it, or from inside a rimmed one (a plate) where
+    there is no room behind it, then a straight push, re-aimed every batch."""
     prof = brain.profile
     body = w.bodies[a]
-    rg = w.regions[region]
-    target = np.asarray(rg["centre"], float)[:2]
+    target = pp.place_target(w, a, pred).origin[:2]
     delta = target - body.pos[:2]
     dist = float(np.linalg.norm(delta))
     if dist < PUSH_TOL_M:
         return [], True
-    u = delta / dist
-    pts = pp.corners(w, a)
-    lo, hi = pp.extent_along(pts, math.atan2(u[1], u[0]))
-    back = float(body.pos[:2] @ u) - lo              # origin to the trailing edge
-    table = w.top_under(body.lo[:2] - 0.05, body.hi[:2] + 0.05, exclude=(a,), below=float(body.lo[2]) + 0.005)
-    z = (table if math.isfinite(table) else float(body.lo[2])) + 0.008 + 0.010
-    yaw = math.atan2(u[1], u[0]) + math.pi / 2
-    contact = body.pos[:2] - u * (back + 0.012)
-    behind = np.array([*(contact - u * 0.03), z])
+    direct = math.atan2(delta[1], delta[0])
+    best = None                                       # (score, start, inside, u, length, bundle, yaw)
+    for off in np.radians([0.0, 15.0, -15.0, 30.0, -30.0, 45.0, -45.0, 60.0, -60.0]):
+        heading = direct + off
+        u = np.array([math.cos(heading), math.sin(heading)])
+        length = dist * math.cos(off)                 # a slanted push now, the rest on the next batch
+        lo, _ = pp.extent_along(pp.corners(w, a), heading)
+        back = float(body.pos[:2] @ u) - lo           # origin to the trailing edge
+        yaw = heading + math.pi / 2                   # the hand's thin side along the push
+        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+        for inside, excl, depth in ((False, (), -(FINGER_HALF + 0.004)), (True, (a,), RIM_INSIDE_M)):
+            contact = body.pos[:2] - u * (back - depth)
+            z = float(body.lo[2]) + (PLATE_FLOOR_M if inside else 0.004) + FINGERTIP_BELOW_M
+            start = np.array([*(contact - u * (0.0 if inside else 0.02)), z])
+            col = min(w.clearance(bundle.shifted(start + [0, 0, dz]), exclude=excl) for dz in PUSH_COLUMN_M)
+            end = start + np.array([*(u * length), 0.0])
+            col = min(col, w.clearance(bundle.shifted(end), exclude=(a,)))
+            score = min(col, 0.02) - (0.1 if col < PUSH_CLEAR_M else 0.0) - 0.004 * abs(off) / math.radians(15.0)
+            if best is None or score > best[0]:
+                best = (score, start, inside, u, length + (0.0 if inside else 0.02), bundle, yaw)
+    _, start, inside, u, length, bundle, yaw = best
     cmds: list[dict] = []
     un, pose = untilt(pose, prof)
     cmds += un
     if pose.fraction > 0.1:
         cmds.append({"op": "gripper", "action": "close"})
     cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
-    bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
-    cmds += path_commands(pose.grip, route(w, pose.grip, behind, bundle, exclude=()), prof)
-    end = np.array([*(contact + u * dist), z])
-    cmds += path_commands(behind, [end], prof)
-    cmds += path_commands(end, [end + np.array([0.0, 0.0, 0.05])], prof)
+    above = start + np.array([0.0, 0.0, 0.06])
+    cmds += path_commands(pose.grip, route(w, pose.grip, above, bundle, exclude=(a,) if inside else ()), prof)
+    end = start + np.array([*(u * length), 0.0])
+    cmds += path_commands(above, [start, end, end + np.array([0.0, 0.0, 0.05])], prof)
     return cmds[:prof.limits.max_batch - 1], True
 
 

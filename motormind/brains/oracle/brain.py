@@ -47,6 +47,7 @@ class _Rel:
     kind: str
     width_m: float
     gap_m: float
+    part: int | None = None
 
 
 class OracleBrain(Brain):
@@ -94,7 +95,7 @@ class OracleBrain(Brain):
                                   f"the drawer holding the {b} is pulled open"))
                     opened.add(b)
                 rel = "on" if op == "on" else "into"
-                if art.flat(w, a) and op == "on" and b in w.regions:
+                if art.flat(w, a) and op == "on" and b in w.regions and w.regions[b].get("parent") is None:
                     steps.append(("push", a, b, pred, f"push the {a} {rel} the {b}",
                                   f"the {a} rests {rel} the {b}"))
                     continue
@@ -161,14 +162,15 @@ class OracleBrain(Brain):
         kept = self.grasp_plan.get(a)
         if kept is not None and np.linalg.norm(kept[0] - origin) < 0.01:
             g = pp.Grasp(origin + kept[1].point_rel, pp.orient(kept[1].sep_yaw, pose), kept[1].kind,
-                         kept[1].width_m, 0.0, kept[1].gap_m)   # the grasp begun last batch: carry on with it
+                         kept[1].width_m, 0.0, kept[1].gap_m, kept[1].part)   # begun last batch: carry on
         else:
             g = pp.choose(w, a, pose, prof, target, self.tried.get(a, ()))
             if g is None:
                 return [], True
-            self.grasp_plan[a] = (origin.copy(), _Rel(g.point - origin, g.sep_yaw, g.kind, g.width_m, g.gap_m))
+            self.grasp_plan[a] = (origin.copy(), _Rel(g.point - origin, g.sep_yaw, g.kind, g.width_m, g.gap_m,
+                                                      g.part))
         frac = g.gap_m * 1000.0 / prof.gripper_max_width_mm
-        need_mm = min(g.gap_m * 1000.0, g.width_m * 1000.0 + 20.0) if g.kind == "straddle" else g.gap_m * 1000.0 - 4.0
+        need_mm = min(g.gap_m * 1000.0, g.width_m * 1000.0 + 20.0) if g.kind != "rim" else g.gap_m * 1000.0 - 4.0
         if not need_mm <= pose.width_mm <= g.gap_m * 1000.0 + 10.0:   # else open enough already
             cmds.append({"op": "gripper", "action": "open"} if frac >= 0.9 else {"op": "gripper", "width": round(frac, 3)})
         pre = g.point + [0, 0, APPROACH_M]
@@ -188,6 +190,11 @@ class OracleBrain(Brain):
         self.grasp_plan.pop(a, None)                  # this batch closes on it: an attempt
         self.tried.setdefault(a, []).append((g.point - origin, g.sep_yaw))
         return cmds, True
+
+    def _liftable(self, w: World, pose: pp.Pose, a: str, pred) -> bool:
+        """A grasp of ``a`` exists that clears the scene (else a flat object is pushed)."""
+        g = pp.choose(w, a, pose, self.profile, pp.place_target(w, a, pred))
+        return g is not None and g.score > -0.05
 
     @staticmethod
     def _clean(w: World, a: str, pose: pp.Pose) -> bool:

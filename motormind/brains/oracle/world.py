@@ -9,6 +9,7 @@ separation axis, ``a`` the axis across the fingers, heights relative to the grip
 between the fingertips about 10 mm above their lowest point):
     hand    +-0.105 along s, +-0.041 along a, z +0.024 .. +0.122
     finger  from the gap's edge outwards 0.025 along s, +-0.012 along a, z -0.010 .. +0.050
+    wrist   +-0.072 both ways, z +0.135 .. +0.29 (the arm's last links, over the hand)
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 HAND_HALF_S, HAND_HALF_A, HAND_Z = 0.105, 0.041, (0.024, 0.122)
+WRIST_HALF, WRIST_Z = 0.072, (0.135, 0.29)      # the wrist (links 6-7) over the hand
 FINGER_T, FINGER_HALF_A, FINGER_Z = 0.025, 0.012, (-0.010, 0.050)
 FINGERTIP_BELOW_M = 0.010      # the fingertips' lowest point under the grip site
 MAX_GAP_M = 0.078              # the fingers' widest gap
@@ -224,6 +226,8 @@ def gripper_boxes(grip: np.ndarray, sep_yaw: float, gap_m: float = MAX_GAP_M, ha
     if hand:
         cs.append(grip + up * (HAND_Z[0] + HAND_Z[1]) / 2)
         hs.append((HAND_HALF_S, HAND_HALF_A, (HAND_Z[1] - HAND_Z[0]) / 2))
+        cs.append(grip + up * (WRIST_Z[0] + WRIST_Z[1]) / 2)
+        hs.append((WRIST_HALF, WRIST_HALF, (WRIST_Z[1] - WRIST_Z[0]) / 2))
     zc, zh = (FINGER_Z[0] + FINGER_Z[1]) / 2, (FINGER_Z[1] - FINGER_Z[0]) / 2
     for sign in (-1.0, 1.0):
         cs.append(grip + s * sign * (gap_m / 2 + FINGER_T / 2) + up * zc)
