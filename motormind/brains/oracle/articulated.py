@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ...geometry import axis_angle_to_mat, rot_error
+from ...geometry import axis_angle_to_mat, mat_to_rpy, rot_error
 from . import pickplace as pp
 from .motion import path_commands, route, rotations
 from .world import FINGERTIP_BELOW_M, MAX_GAP_M, Articulation, World, gripper_boxes
@@ -124,12 +124,12 @@ def reorient(pose: pp.Pose, r_goal: np.ndarray, profile) -> list[dict]:
     if abs(float(np.dot(axis, profile.rotation_axes[best]))) > 0.995:
         sign = math.copysign(1.0, float(np.dot(axis, profile.rotation_axes[best])))
         return rotations(best, sign * ang, profile)
-    out = []                                          # a compound turn: its components, in order
-    r = pose.rot
-    for n in names:
-        comp = float(np.dot(rv, profile.rotation_axes[n]))
-        out += rotations(n, comp, profile)
-        r = axis_angle_to_mat(profile.rotation_axes[n], comp) @ r
+    # a compound turn, exactly: M = Rz(yaw) Ry(pitch) Rx(roll), so roll first, then pitch, then yaw
+    roll, pitch, yaw = mat_to_rpy(r_goal @ pose.rot.T)
+    out = []
+    for n, v in (("roll", roll), ("pitch", pitch), ("yaw", yaw)):
+        if n in profile.rotation_axes:
+            out += rotations(n, v, profile)
     return out
 
 
@@ -154,15 +154,18 @@ def untilt(pose: pp.Pose, profile) -> tuple[list[dict], pp.Pose]:
     return cmds, pp.Pose(grip, yaw, pose.width_mm, pose.fraction, j7, down_rot(yaw))
 
 
-def horizontal_rot(d: np.ndarray, sep_vertical: bool) -> np.ndarray:
+def horizontal_rot(d: np.ndarray, sep_vertical: bool, near_yaw: float = 0.0) -> np.ndarray:
     """The grip-site frame pointing along -d (into a drawer face); fingers one above the other
-    (``sep_vertical``) or side by side."""
+    (``sep_vertical``) or side by side (separating along the horizontal nearest ``near_yaw``, so
+    that from pointing down at that yaw it is one turn about a horizontal axis)."""
     z = -d / np.linalg.norm(d)
     if sep_vertical:
         x = np.array([0.0, 0.0, -1.0])
     else:
         x = np.cross([0.0, 0.0, 1.0], z)
         x = x / np.linalg.norm(x)
+        if float(np.dot(x, [math.cos(near_yaw), math.sin(near_yaw), 0.0])) < 0:
+            x = -x
     y = np.cross(z, x)
     return np.column_stack([x, y, z])
 
@@ -274,27 +277,29 @@ def close(brain, w: World, pose: pp.Pose, name: str):
     face = hc + d * (_half_along(h, d) + 0.012)      # fingertips against the bar's outer face
     stop_q = a.range[1] if opening_decreases(a) else a.range[0]
     travel = abs(stop_q - a.q) + PUSH_PAST_M
-    r_h = horizontal_rot(d, sep_vertical=False)
     horizontal = pose.rot is not None and float(np.dot(pose.approach, -d)) > 0.97
     cmds: list[dict] = []
-    if not horizontal:
-        standoff = face + d * STANDOFF_M + np.array([0.0, 0.0, 0.04])
-        yaw = math.atan2(d[1], d[0]) + math.pi / 2
+    start = face + d * 0.03
+    if not horizontal:                                # pointing down: to where the tool can turn, turn
         un, pose = untilt(pose, prof)
         cmds += un
-        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
-        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+        yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose)   # fingers side by side, across d
+        r_h = horizontal_rot(d, sep_vertical=False, near_yaw=yaw)
+        cmds += rotations("yaw", yaw - pose.yaw, prof)
         if pose.fraction > 0.1:
             cmds.append({"op": "gripper", "action": "close"})
-        cmds += path_commands(pose.grip, route(w, pose.grip, standoff, bundle, exclude=()), prof)
-        fake = pp.Pose(standoff, yaw, pose.width_mm, 0.0, pose.j7_deg, down_rot(yaw))
+        turn_at = turning_point(w, start, down_rot(yaw), r_h)
+        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+        cmds += path_commands(pose.grip, route(w, pose.grip, turn_at, bundle, exclude=()), prof)
+        fake = pp.Pose(turn_at, yaw, pose.width_mm, 0.0, pose.j7_deg, down_rot(yaw))
         cmds += reorient(fake, r_h, prof)
-        return cmds, False
-    start = face + d * 0.03
-    cmds += path_commands(pose.grip, [start], prof)
+        p = turn_at
+    else:
+        p = pose.grip
     end = face - d * travel
-    cmds += path_commands(start, [end], prof)
-    cmds += path_commands(end, [end + d * BACKOFF_M], prof)
+    cmds += path_commands(p, [start, end, end + d * BACKOFF_M], prof)
+    if len(cmds) + 1 > prof.limits.max_batch:         # the turn now, the push next batch
+        return cmds[:len(cmds) - len(path_commands(p, [start, end, end + d * BACKOFF_M], prof))], False
     return cmds, True
 
 

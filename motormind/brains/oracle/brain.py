@@ -34,6 +34,7 @@ from .motion import path_commands, route, rotations
 from .world import MAX_GAP_M, World, gripper_boxes
 
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
+TEST_LIFT_M = 0.02         # a grasp batch ends lifting this much: the Verifier sees whether it holds
 HOLD_MIN_MM = pp.HOLD_MIN_MM
 RELEASE_M = pp.RELEASE_M
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
@@ -61,6 +62,7 @@ class OracleBrain(Brain):
         self.plans = 0
         self.tried: dict = {}       # object -> [(grasp point - origin, finger yaw)] of grasps closed on it
         self.grasp_plan: dict = {}  # object -> (its origin then, the grasp) of an approach not closed yet
+        self.rest_z: dict = {}      # object -> its bottom's height when a grasp of it closed
 
     def respond(self, req: BrainRequest) -> BrainReply:
         t0 = time.perf_counter()
@@ -151,7 +153,9 @@ class OracleBrain(Brain):
         last = (self.tried.get(a) or [None])[-1]
         if last is not None and not pp.held(w, a, pose, prof) and pose.fraction > 0.25 and \
                 np.linalg.norm(pose.grip - (w.bodies[a].pos + last[0])) < 0.012:
-            return [{"op": "gripper", "action": "close"}], True   # the descent stopped just short: close here
+            self.rest_z[a] = float(w.bodies[a].lo[2])
+            return [{"op": "gripper", "action": "close"}] + path_commands(
+                pose.grip, [pose.grip + [0, 0, TEST_LIFT_M]], prof), True   # the descent stopped short: close here
         if pp.held(w, a, pose, prof) or (pose.fraction < 0.2 and pose.tilt < 0.1):   # closed badly or on nothing
             return [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [pose.grip + [0, 0, 0.04]], prof), False
         cmds: list[dict] = []
@@ -185,10 +189,12 @@ class OracleBrain(Brain):
         cmds += path_commands(p, route(w, p, pre, bundle, exclude=(a,)), prof)
         cmds += path_commands(pre, [g.point], prof)
         cmds.append({"op": "gripper", "action": "close"})
+        cmds += path_commands(g.point, [g.point + [0, 0, TEST_LIFT_M]], prof)   # a grasp that holds lifts it
         if len(cmds) + 1 > prof.limits.max_batch:      # approach now, descend and close next batch
-            return cmds[:-2] if len(cmds) > 2 else cmds, False
+            return cmds[:-3] if len(cmds) > 3 else cmds, False
         self.grasp_plan.pop(a, None)                  # this batch closes on it: an attempt
         self.tried.setdefault(a, []).append((g.point - origin, g.sep_yaw))
+        self.rest_z[a] = float(w.bodies[a].lo[2])
         return cmds, True
 
     def _liftable(self, w: World, pose: pp.Pose, a: str, pred) -> bool:
@@ -259,10 +265,13 @@ class OracleBrain(Brain):
         w = self.world()
         if kind == "grasp":
             held = pp.held(w, a, pose, self.profile)
-            ok = held and self._clean(w, a, pose)
+            rose = float(w.bodies[a].lo[2]) - self.rest_z.get(a, -1.0)
+            ok = held and self._clean(w, a, pose) and rose > TEST_LIFT_M / 2
             lo, hi = pp.expected_width_mm(w, a, pose)
             ev = (f"{a} {'is' if held else 'is NOT'} between the fingers (gap {pose.width_mm:.1f} mm"
-                  + (f"; a clean grasp closes to {lo:.0f}-{hi:.0f} mm: something else is caught" if held and not ok
+                  + (f"; a clean grasp closes to {lo:.0f}-{hi:.0f} mm: something else is caught"
+                     if held and not self._clean(w, a, pose) else "")
+                  + (f"; it rose {rose * 1000:.0f} mm with the hand: it slips" if held and rose <= TEST_LIFT_M / 2
                      else "") + ")")
         elif kind == "carry":
             target = pp.place_target(w, a, pred)

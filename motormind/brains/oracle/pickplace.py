@@ -48,6 +48,7 @@ J7_LIMIT_DEG = 160.0       # the Panda's wrist joint (joint 7) stops at about +-
 ORIGIN_TOL_M = 0.015       # a carry is done with the origin this close over its target
 PLACE_SPAN = 0.7           # a release spot within this fraction of a region's half sizes
 PLACE_GRID = (0.0, -0.5, 0.5, -1.0, 1.0)   # the spots tried along each axis (fractions of that span)
+PLACE_COLUMN_M = (0.0, 0.04, 0.09, 0.15)   # heights over a release the object comes down through
 RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
 SHOULDER = np.array([0.0, 0.0, 0.333])   # the Panda's shoulder above its base (m)
 REACH_M = 0.78             # comfortable reach of the wrist flange from the shoulder
@@ -136,9 +137,9 @@ def candidates(world: World, a: str) -> list[Grasp]:
             z = max(z_bot + GRASP_FLOOR_M, z_top - GRASP_DEPTH_M)
             out.append(Grasp(np.array([xy[0], xy[1], z]), yaw, "straddle", w,
                              gap_m=min(MAX_GAP_M, w + 2 * OPEN_MARGIN_M)))
-    if not out:
+    if not out and not hollow(world, a):         # wide and solid: a handle, a knob
         out += part_candidates(world, a)
-    if not out and hollow(world, a):             # wide and open on top: pinch the wall (radially)
+    if not out:                                  # wide and open on top: pinch the wall (radially)
         for yaw in _yaws(pts, b):
             u = np.array([math.cos(yaw), math.sin(yaw)])
             v = np.array([-u[1], u[0]])
@@ -152,7 +153,7 @@ def candidates(world: World, a: str) -> list[Grasp]:
                     z = max(z_bot + GRASP_FLOOR_M, z_top - depth)
                     for skew in RIM_SKEWS:            # the fingers across the wall, or across it at a slant
                         out.append(Grasp(np.array([xy[0], xy[1], z]), yaw + skew, "rim", 2 * RIM_INSET_M,
-                                         -0.002 * (RIM_DEPTHS_M[0] - depth) / 0.006 - 0.004 * abs(skew) / 0.5,
+                                         -0.002 * (RIM_DEPTHS_M[0] - depth) / 0.006 - 0.015 * abs(skew) / 0.5,
                                          RIM_GAP_M))
     return out
 
@@ -246,7 +247,8 @@ def place_target(world: World, a: str, pred) -> Target:
             if not math.isfinite(support):
                 support = float(body.lo[2])
             origin = np.array([xy[0], xy[1], support + RELEASE_M - bottom_off])
-            clear = world.clearance(body.obbs.shifted(origin - body.pos), exclude=(a,)) if len(body.obbs) else 0.0
+            clear = min(world.clearance(body.obbs.shifted(origin - body.pos + [0, 0, dz]), exclude=(a,))
+                        for dz in PLACE_COLUMN_M) if len(body.obbs) else 0.0   # there, and the way down
             spots.append((origin, support, clear, float(np.hypot(fx, fy))))
     lowest = min(sp[1] for sp in spots)
     origin, support, _, _ = max(spots, key=lambda sp: min(sp[2], 0.015) - 0.02 * sp[3] - (sp[1] - lowest))
@@ -294,7 +296,11 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
         if target is not None:
             rel = body.pos - g.point
             gp = grip_at(target, rel)
-            clear = min(clear, world.clearance(gripper_boxes(gp, yaw, max(g.width_m, 0.01)), exclude=(a,)))
+            held_g = gripper_boxes(np.zeros(3), yaw, max(g.width_m, 0.01))
+            bundle_p = held_g + body.obbs.shifted(-g.point) if len(body.obbs) else held_g
+            for dz in PLACE_COLUMN_M:                 # the release pose, and the way down to it
+                clear = min(clear, world.clearance(bundle_p.shifted(gp + [0, 0, dz]), exclude=(a,))
+                            + (0.012 if dz == 0.0 else 0.0))   # (the object hangs RELEASE_M over its support)
             excess = max(excess, reach_excess(gp)) + (1.0 if _outside(profile, gp) else 0.0)
         # first what can be done (clear of the scene, within reach), then the roomiest, then the least
         # wrist turning and the plainest grasp
