@@ -22,9 +22,8 @@ pytestmark = pytest.mark.sim
 
 WORKSPACE = Path(__file__).parent / "data" / "libero_workspace.json"
 
-# (suite, task, init, the predicates it exercises)
+# (suite, task, init, the predicates it exercises); "On" an object is tests/test_episode.py's
 CASES = [
-    ("libero_spatial", 0, 0, "on an object"),
     ("libero_object", 0, 0, "in a region"),
     ("libero_goal", 0, 0, "open a drawer"),
     ("libero_goal", 7, 0, "turnon a knob"),

@@ -296,6 +296,10 @@ def close(brain, w: World, pose: pp.Pose, name: str):
         p = turn_at
     else:
         p = pose.grip
+        if pose.fraction > 0.1:                       # open around the bar (after a pull): clear it, close,
+            cmds += path_commands(p, [start], prof)   # so the fingertips do not meet the cabinet first
+            cmds.append({"op": "gripper", "action": "close"})
+            p = start
     end = face - d * travel
     cmds += path_commands(p, [start, end, end + d * BACKOFF_M], prof)
     if len(cmds) + 1 > prof.limits.max_batch:         # the turn now, the push next batch
