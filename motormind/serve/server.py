@@ -256,6 +256,33 @@ class SnapshotOracle:
             return oracle.respond(req)
 
 
+class SceneOracle:
+    """One OracleBrain per client session, all reading one live PRIVILEGED scene (``RemoteScene``:
+    a simulator's evaluator-only channel, motormind/serve/scene_channel.py): the client sends only
+    its context (``send_context: true``), never a scene."""
+
+    privileged = True
+    name = "oracle"
+
+    def __init__(self, scene, default_profile: str = "libero_panda"):
+        self.scene = scene
+        self.default_profile = default_profile
+        self.sessions: dict = {}
+        self._lock = threading.Lock()
+
+    def respond_with(self, req: BrainRequest, extras: dict) -> BrainReply:
+        from ..brains.oracle import OracleBrain
+        from ..profile import load_profile
+        key = extras.get("session") or "default"
+        with self._lock:
+            if key not in self.sessions:
+                prof = load_profile(extras.get("profile") or self.default_profile)
+                self.sessions[key] = (OracleBrain(self.scene, prof), threading.Lock())
+            oracle, lock = self.sessions[key]
+        with lock:
+            return oracle.respond(req)
+
+
 # -- the server ---------------------------------------------------------------------------------
 def _estimate_tokens(chars: int) -> int:
     return int(math.ceil(chars / 4.0))
