@@ -21,8 +21,8 @@ That is inside the oracle's gripper model (motormind/brains/oracle/world.py, mea
 hand +-0.105 along the finger axis, fingers 0.025 thick, tips 10 mm below the grip site), so its
 clearance checks are conservative here; see docs/xarm-cell.md for the TCP offset's yaw.
 
-Collision groups: the arm and gripper (contype 2, conaffinity 1) touch the world (table, blocks,
-marks: contype 1, conaffinity 3) but not themselves. Units: metres, kilograms, radians.
+Collision groups: the arm and gripper (contype 2, conaffinity 1) touch the world (table, blocks:
+contype 1, conaffinity 3) but not themselves; the target marks are drawn on the table, not felt. Units: metres, kilograms, radians.
 """
 from __future__ import annotations
 
@@ -142,10 +142,13 @@ def cell_xml(cfg: CellConfig) -> str:
                       f'mass="{b.mass_kg:g}" friction="{b.friction:g} 0.01 0.0005" class="world"/>\n'
                       f'    </body>')
     for m in cfg.marks.values():
+        # a mark is tape on the table: seen, not felt (contype 0). A block put on it rests on the
+        # table. (A colliding 2 mm pad made MuJoCo 2.3.7's box-box test now and then find a 30 mm
+        # "penetration" of a block resting on it and throw the block up: seen in trials.)
         hx, hy, hz = (s / 2 for s in m.size_m)
         bodies.append(f'    <body name="{m.name}" mocap="true" pos="0 0 {tz + hz:g}">\n'
                       f'      <geom name="{m.name}" type="box" size="{hx:g} {hy:g} {hz:g}" rgba="{_f(m.rgba)}" '
-                      f'class="world"/>\n'
+                      f'contype="0" conaffinity="0"/>\n'
                       f'    </body>')
     fixed_cams = "".join(_camera_xml(c, "    ") for c in cfg.cameras.values() if c.mount == "fixed")
     return f"""<mujoco model="xarm6_cell_{cfg.name}">

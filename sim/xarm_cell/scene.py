@@ -12,8 +12,10 @@ process reaches it through the evaluator-only HTTP channel (motormind/serve/scen
 ``draw_trial(cfg, seed)`` is one seeded trial: a layout (every block and mark at a drawn place),
 which block goes on which mark, and the instruction. Units: metres, base frame.
 
-``on A B`` holds when A's centre is over B's top face (inside its footprint, in B's own frame), A
-touches B (a physics contact) and A is not pinched between the fingers (released).
+``on A B`` holds when A's centre is over B's top face (inside its footprint, in B's own frame), A is
+not pinched between the fingers (released), and A touches B (a block: a physics contact) or, B being
+a mark (tape, not a collider), A rests on the table (its lowest point within REST_MM of the table,
+slower than REST_SPEED_M_S).
 """
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import CellConfig
+
+REST_MM = 3.0              # a block on the table: its lowest point this close to the surface
+REST_SPEED_M_S = 0.02      # ... and moving slower than this
 
 
 @dataclass(frozen=True)
@@ -107,12 +112,18 @@ class CellScene:
 
     def _on_locked(self, a: str, b: str) -> bool:
         ph = self._ph
-        pa, _ = ph.pose(a)
+        pa, ra = ph.pose(a)
         pb, rb = ph.pose(b)
         half = np.asarray(self._size(b)) / 2
         local = rb.T @ (pa - pb)
         over = abs(local[0]) <= half[0] and abs(local[1]) <= half[1] and local[2] > 0
         released = len(ph.finger_contacts().get(a, ())) < 2
+        if b in self.cfg.marks:            # tape on the table: A rests on the table over it, still
+            _, ha, _ = ph.obb(ph.model.geom(a).id)
+            bottom = pa[2] - float(np.abs(ra[2]) @ ha)
+            table = self.cfg.table_top_z_m
+            resting = abs(bottom - table) <= REST_MM / 1000.0 and ph.speed_of(a) < REST_SPEED_M_S
+            return bool(over and released and resting)
         return bool(over and released and ph.touching(a, b))
 
     def _size(self, name: str) -> tuple:
