@@ -257,9 +257,11 @@ class SnapshotOracle:
 
 
 class SceneOracle:
-    """One OracleBrain per client session, all reading one live PRIVILEGED scene (``RemoteScene``:
-    a simulator's evaluator-only channel, motormind/serve/scene_channel.py): the client sends only
-    its context (``send_context: true``), never a scene."""
+    """ONE OracleBrain for every client, reading one live PRIVILEGED scene (``RemoteScene``: a
+    simulator's evaluator-only channel, motormind/serve/scene_channel.py). One scene is one
+    episode: the ROS 2 role nodes are separate clients (sessions) of the same episode, and the
+    Executor and Verifier must know the subgoals the Planner made. The clients send only their
+    context (``send_context: true``), never a scene."""
 
     privileged = True
     name = "oracle"
@@ -267,20 +269,16 @@ class SceneOracle:
     def __init__(self, scene, default_profile: str = "libero_panda"):
         self.scene = scene
         self.default_profile = default_profile
-        self.sessions: dict = {}
+        self.oracle = None
         self._lock = threading.Lock()
 
     def respond_with(self, req: BrainRequest, extras: dict) -> BrainReply:
         from ..brains.oracle import OracleBrain
         from ..profile import load_profile
-        key = extras.get("session") or "default"
         with self._lock:
-            if key not in self.sessions:
-                prof = load_profile(extras.get("profile") or self.default_profile)
-                self.sessions[key] = (OracleBrain(self.scene, prof), threading.Lock())
-            oracle, lock = self.sessions[key]
-        with lock:
-            return oracle.respond(req)
+            if self.oracle is None:
+                self.oracle = OracleBrain(self.scene, load_profile(extras.get("profile") or self.default_profile))
+            return self.oracle.respond(req)
 
 
 # -- the server ---------------------------------------------------------------------------------
