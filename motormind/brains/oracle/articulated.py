@@ -24,18 +24,25 @@ import math
 
 import numpy as np
 
-from ...geometry import axis_angle_to_mat, rot_error
+from ...geometry import axis_angle_to_mat, mat_to_rpy, rot_error
 from . import pickplace as pp
 from .motion import path_commands, route, rotations
-from .world import MAX_GAP_M, Articulation, World, gripper_boxes
+from .world import FINGERTIP_BELOW_M, MAX_GAP_M, Articulation, World, gripper_boxes
 
 STANDOFF_M = 0.10          # the tool turns horizontal this far out from the handle
 PUSH_PAST_M = 0.008        # push a drawer this far past its closed position (into its stop)
-KNOB_TWIST_ON = math.radians(55.0)
-KNOB_TWIST_OFF_MARGIN = math.radians(12.0)
+KNOB_ON_MARGIN = 0.25      # rad past LIBERO's "on" threshold (0.5)
+KNOB_OFF_PAST = 0.12       # rad past the knob's lower stop, to be sure it rests on it ("off" is q < 0)
+KNOB_SLIP = 1.25           # the wrist turns this much more than the knob (the fingers slip on the bar)
 FLAT_MAX_M = 0.03          # an object this thin and wider than the gap is pushed, not lifted
 PUSH_TOL_M = 0.012         # a push is done with the origin this close to the target
+FINGER_HALF = 0.012        # closed fingertips: half their thickness
+RIM_INSIDE_M = 0.028       # a push from inside a rimmed object: the fingertips this far in from its edge
+PLATE_FLOOR_M = 0.007      # ... and this high over its underside (above its floor)
+PUSH_COLUMN_M = (0.0, 0.04, 0.09, 0.14, 0.19)   # heights over a push's start the hand comes down through
+PUSH_CLEAR_M = 0.012       # a push whose hand comes closer than this to the scene is not tried first
 BACKOFF_M = 0.03
+UNTILT_MIN = math.radians(12.0)   # a smaller tilt (LIBERO starts some episodes 6 deg off) is left as it is
 RELEASE_FRACTION = 0.4     # the fingers let go of a handle bar (16 mm) by opening to about 31 mm
 
 
@@ -117,12 +124,12 @@ def reorient(pose: pp.Pose, r_goal: np.ndarray, profile) -> list[dict]:
     if abs(float(np.dot(axis, profile.rotation_axes[best]))) > 0.995:
         sign = math.copysign(1.0, float(np.dot(axis, profile.rotation_axes[best])))
         return rotations(best, sign * ang, profile)
-    out = []                                          # a compound turn: its components, in order
-    r = pose.rot
-    for n in names:
-        comp = float(np.dot(rv, profile.rotation_axes[n]))
-        out += rotations(n, comp, profile)
-        r = axis_angle_to_mat(profile.rotation_axes[n], comp) @ r
+    # a compound turn, exactly: M = Rz(yaw) Ry(pitch) Rx(roll), so roll first, then pitch, then yaw
+    roll, pitch, yaw = mat_to_rpy(r_goal @ pose.rot.T)
+    out = []
+    for n, v in (("roll", roll), ("pitch", pitch), ("yaw", yaw)):
+        if n in profile.rotation_axes:
+            out += rotations(n, v, profile)
     return out
 
 
@@ -130,7 +137,7 @@ def untilt(pose: pp.Pose, profile) -> tuple[list[dict], pp.Pose]:
     """Back off along the tool (out of whatever it was pointing into) and turn back to pointing
     down by the smallest rotation (about the horizontal axis across the tilt):
     -> (commands, the pose they leave: BACKOFF_M back, pointing down)."""
-    if pose.rot is None or pose.tilt < math.radians(5.0):
+    if pose.rot is None or pose.tilt < UNTILT_MIN:
         return [], pose
     k = np.cross(pose.approach, [0.0, 0.0, -1.0])
     n = float(np.linalg.norm(k))
@@ -147,15 +154,18 @@ def untilt(pose: pp.Pose, profile) -> tuple[list[dict], pp.Pose]:
     return cmds, pp.Pose(grip, yaw, pose.width_mm, pose.fraction, j7, down_rot(yaw))
 
 
-def horizontal_rot(d: np.ndarray, sep_vertical: bool) -> np.ndarray:
+def horizontal_rot(d: np.ndarray, sep_vertical: bool, near_yaw: float = 0.0) -> np.ndarray:
     """The grip-site frame pointing along -d (into a drawer face); fingers one above the other
-    (``sep_vertical``) or side by side."""
+    (``sep_vertical``) or side by side (separating along the horizontal nearest ``near_yaw``, so
+    that from pointing down at that yaw it is one turn about a horizontal axis)."""
     z = -d / np.linalg.norm(d)
     if sep_vertical:
         x = np.array([0.0, 0.0, -1.0])
     else:
         x = np.cross([0.0, 0.0, 1.0], z)
         x = x / np.linalg.norm(x)
+        if float(np.dot(x, [math.cos(near_yaw), math.sin(near_yaw), 0.0])) < 0:
+            x = -x
     y = np.cross(z, x)
     return np.column_stack([x, y, z])
 
@@ -267,27 +277,29 @@ def close(brain, w: World, pose: pp.Pose, name: str):
     face = hc + d * (_half_along(h, d) + 0.012)      # fingertips against the bar's outer face
     stop_q = a.range[1] if opening_decreases(a) else a.range[0]
     travel = abs(stop_q - a.q) + PUSH_PAST_M
-    r_h = horizontal_rot(d, sep_vertical=False)
     horizontal = pose.rot is not None and float(np.dot(pose.approach, -d)) > 0.97
     cmds: list[dict] = []
-    if not horizontal:
-        standoff = face + d * STANDOFF_M + np.array([0.0, 0.0, 0.04])
-        yaw = math.atan2(d[1], d[0]) + math.pi / 2
+    start = face + d * 0.03
+    if not horizontal:                                # pointing down: to where the tool can turn, turn
         un, pose = untilt(pose, prof)
         cmds += un
-        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
-        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+        yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose)   # fingers side by side, across d
+        r_h = horizontal_rot(d, sep_vertical=False, near_yaw=yaw)
+        cmds += rotations("yaw", yaw - pose.yaw, prof)
         if pose.fraction > 0.1:
             cmds.append({"op": "gripper", "action": "close"})
-        cmds += path_commands(pose.grip, route(w, pose.grip, standoff, bundle, exclude=()), prof)
-        fake = pp.Pose(standoff, yaw, pose.width_mm, 0.0, pose.j7_deg, down_rot(yaw))
+        turn_at = turning_point(w, start, down_rot(yaw), r_h)
+        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+        cmds += path_commands(pose.grip, route(w, pose.grip, turn_at, bundle, exclude=()), prof)
+        fake = pp.Pose(turn_at, yaw, pose.width_mm, 0.0, pose.j7_deg, down_rot(yaw))
         cmds += reorient(fake, r_h, prof)
-        return cmds, False
-    start = face + d * 0.03
-    cmds += path_commands(pose.grip, [start], prof)
+        p = turn_at
+    else:
+        p = pose.grip
     end = face - d * travel
-    cmds += path_commands(start, [end], prof)
-    cmds += path_commands(end, [end + d * BACKOFF_M], prof)
+    cmds += path_commands(p, [start, end, end + d * BACKOFF_M], prof)
+    if len(cmds) + 1 > prof.limits.max_batch:         # the turn now, the push next batch
+        return cmds[:len(cmds) - len(path_commands(p, [start, end, end + d * BACKOFF_M], prof))], False
     return cmds, True
 
 
@@ -342,6 +354,9 @@ def door(brain, w: World, pose: pp.Pose, a: Articulation):
 
 # -- knobs ------------------------------------------------------------------------------------------
 def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
+    """Turn a knob: straddle its bar at the knob's axis, close, twist the wrist by what the joint
+    still needs (plus the fingers' slip), let go and lift. Closed-loop: a knob already turned far
+    enough is only let go of; one held is only twisted."""
     prof = brain.profile
     a = joint_of(w, name, ("hinge",))
     if a is None:
@@ -353,28 +368,37 @@ def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
     bar_yaw = math.atan2(long_axis[1], long_axis[0])
     top = float(np.asarray(bar["c"], float)[2] + half[2])
     grasp = np.array([a.anchor[0], a.anchor[1], top - 0.013])
-    twist = KNOB_TWIST_ON if on else -(a.q - min(a.ranges.get("turnoff", [0.0])) + KNOB_TWIST_OFF_MARGIN)
-    twist *= 1.0 if a.axis[2] > 0 else -1.0
+    lift = grasp + np.array([0.0, 0.0, 0.05])
+    sense = 1.0 if a.axis[2] > 0 else -1.0
+    goal_q = (min(a.ranges["turnon"]) + KNOB_ON_MARGIN) if on else (a.range[0] - KNOB_OFF_PAST)
+    twist = sense * (goal_q - a.q) * KNOB_SLIP
+    near = float(np.linalg.norm((pose.grip - grasp)[:2])) < 0.015 and abs(pose.grip[2] - grasp[2]) < 0.02
+    done_now = bool(w.predicate("turnon" if on else "turnoff", a.fixture))
     cmds: list[dict] = []
+    if done_now:                                      # turned: let go and lift
+        if near and pose.fraction < 0.8:
+            cmds += [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [lift], prof)
+        return cmds, True
+    if near and w.pinched(a.fixture):                  # holding the knob: twist on
+        cmds += rotations("yaw", twist, prof, min_deg=1.0)
+        cmds += [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [lift], prof)
+        return cmds, True
     un, pose = untilt(pose, prof)
     cmds += un
     if pose.fraction < 0.95:
         cmds.append({"op": "gripper", "action": "open"})
-    yaw = bar_yaw + math.pi / 2                      # fingers across the bar
-    yaw = _orient_for_twist(yaw, pose, twist)
+    yaw = _orient_for_twist(bar_yaw + math.pi / 2, pose, twist)    # fingers across the bar
     cmds += rotations("yaw", yaw - pose.yaw, prof)
     pre = grasp + np.array([0.0, 0.0, 0.05])
     bundle = gripper_boxes(np.zeros(3), yaw, MAX_GAP_M)
     cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=()), prof)
     cmds += path_commands(pre, [grasp], prof)
     cmds.append({"op": "gripper", "action": "close"})
-    cmds += rotations("yaw", twist, prof, min_deg=1.0)
-    cmds.append({"op": "gripper", "action": "open"})
-    cmds += path_commands(grasp, [grasp + np.array([0.0, 0.0, 0.05])], prof)
-    if len(cmds) + 1 > prof.limits.max_batch:
-        cmds = cmds[:prof.limits.max_batch]
-        return cmds, False
-    return cmds, True
+    turn = rotations("yaw", twist, prof, min_deg=1.0)
+    if len(cmds) + len(turn) + 3 <= prof.limits.max_batch:
+        cmds += turn + [{"op": "gripper", "action": "open"}] + path_commands(grasp, [lift], prof)
+        return cmds, True
+    return cmds[:prof.limits.max_batch], False      # the grasp now, the twist next batch
 
 
 def _orient_for_twist(yaw: float, pose: pp.Pose, twist: float) -> float:
@@ -396,35 +420,47 @@ def _orient_for_twist(yaw: float, pose: pp.Pose, twist: float) -> float:
 
 # -- pushes -----------------------------------------------------------------------------------------
 def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
-    """Slide a flat object over the table so that its origin ends in ``region``."""
+    """Slide a flat object over the table so that its origin ends in ``region``: closed fingertips
+    low against its trailing side, from outside it, or from inside a rimmed one (a plate) where
+    there is no room behind it, then a straight push, re-aimed every batch."""
     prof = brain.profile
     body = w.bodies[a]
-    rg = w.regions[region]
-    target = np.asarray(rg["centre"], float)[:2]
+    target = pp.place_target(w, a, pred).origin[:2]
     delta = target - body.pos[:2]
     dist = float(np.linalg.norm(delta))
     if dist < PUSH_TOL_M:
         return [], True
-    u = delta / dist
-    pts = pp.corners(w, a)
-    lo, hi = pp.extent_along(pts, math.atan2(u[1], u[0]))
-    back = float(body.pos[:2] @ u) - lo              # origin to the trailing edge
-    table = w.top_under(body.lo[:2] - 0.05, body.hi[:2] + 0.05, exclude=(a,), below=float(body.lo[2]) + 0.005)
-    z = (table if math.isfinite(table) else float(body.lo[2])) + 0.008 + 0.010
-    yaw = math.atan2(u[1], u[0]) + math.pi / 2
-    contact = body.pos[:2] - u * (back + 0.012)
-    behind = np.array([*(contact - u * 0.03), z])
+    direct = math.atan2(delta[1], delta[0])
+    best = None                                       # (score, start, inside, u, length, bundle, yaw)
+    for off in np.radians([0.0, 15.0, -15.0, 30.0, -30.0, 45.0, -45.0, 60.0, -60.0]):
+        heading = direct + off
+        u = np.array([math.cos(heading), math.sin(heading)])
+        length = dist * math.cos(off)                 # a slanted push now, the rest on the next batch
+        lo, _ = pp.extent_along(pp.corners(w, a), heading)
+        back = float(body.pos[:2] @ u) - lo           # origin to the trailing edge
+        yaw = heading + math.pi / 2                   # the hand's thin side along the push
+        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+        for inside, excl, depth in ((False, (), -(FINGER_HALF + 0.004)), (True, (a,), RIM_INSIDE_M)):
+            contact = body.pos[:2] - u * (back - depth)
+            z = float(body.lo[2]) + (PLATE_FLOOR_M if inside else 0.004) + FINGERTIP_BELOW_M
+            start = np.array([*(contact - u * (0.0 if inside else 0.02)), z])
+            col = min(w.clearance(bundle.shifted(start + [0, 0, dz]), exclude=excl) for dz in PUSH_COLUMN_M)
+            end = start + np.array([*(u * length), 0.0])
+            col = min(col, w.clearance(bundle.shifted(end), exclude=(a,)))
+            score = min(col, 0.02) - (0.1 if col < PUSH_CLEAR_M else 0.0) - 0.004 * abs(off) / math.radians(15.0)
+            if best is None or score > best[0]:
+                best = (score, start, inside, u, length + (0.0 if inside else 0.02), bundle, yaw)
+    _, start, inside, u, length, bundle, yaw = best
     cmds: list[dict] = []
     un, pose = untilt(pose, prof)
     cmds += un
     if pose.fraction > 0.1:
         cmds.append({"op": "gripper", "action": "close"})
     cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
-    bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
-    cmds += path_commands(pose.grip, route(w, pose.grip, behind, bundle, exclude=()), prof)
-    end = np.array([*(contact + u * dist), z])
-    cmds += path_commands(behind, [end], prof)
-    cmds += path_commands(end, [end + np.array([0.0, 0.0, 0.05])], prof)
+    above = start + np.array([0.0, 0.0, 0.06])
+    cmds += path_commands(pose.grip, route(w, pose.grip, above, bundle, exclude=(a,) if inside else ()), prof)
+    end = start + np.array([*(u * length), 0.0])
+    cmds += path_commands(above, [start, end, end + np.array([0.0, 0.0, 0.05])], prof)
     return cmds[:prof.limits.max_batch - 1], True
 
 

@@ -30,13 +30,23 @@ from ... import SCHEMA_VERSION
 from ..base import Brain, BrainReply, BrainRequest
 from . import articulated as art
 from . import pickplace as pp
-from .motion import path_commands, route, rotations
+from .motion import path_commands, rotations, route, safe_height
 from .world import MAX_GAP_M, World, gripper_boxes
 
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
+TEST_LIFT_M = 0.02         # a grasp batch ends lifting this much: the Verifier sees whether it holds
 HOLD_MIN_MM = pp.HOLD_MIN_MM
 RELEASE_M = pp.RELEASE_M
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
+
+
+def _spin_all(bundle):
+    """The bundle's footprint in any turn about the grip site (its boxes grown to their reach)."""
+    from .world import Boxes
+    r = np.linalg.norm(bundle.c[:, :2], axis=1) + np.linalg.norm(bundle.h[:, :2], axis=1)
+    h = np.column_stack([r, r, bundle.h[:, 2]])
+    c = np.column_stack([np.zeros(len(r)), np.zeros(len(r)), bundle.c[:, 2]])
+    return Boxes(c, h, np.broadcast_to(np.eye(3), (len(r), 3, 3)).copy())
 
 
 @dataclass
@@ -47,6 +57,7 @@ class _Rel:
     kind: str
     width_m: float
     gap_m: float
+    part: int | None = None
 
 
 class OracleBrain(Brain):
@@ -60,6 +71,7 @@ class OracleBrain(Brain):
         self.plans = 0
         self.tried: dict = {}       # object -> [(grasp point - origin, finger yaw)] of grasps closed on it
         self.grasp_plan: dict = {}  # object -> (its origin then, the grasp) of an approach not closed yet
+        self.rest_z: dict = {}      # object -> its bottom's height when a grasp of it closed
 
     def respond(self, req: BrainRequest) -> BrainReply:
         t0 = time.perf_counter()
@@ -94,7 +106,7 @@ class OracleBrain(Brain):
                                   f"the drawer holding the {b} is pulled open"))
                     opened.add(b)
                 rel = "on" if op == "on" else "into"
-                if art.flat(w, a) and op == "on" and b in w.regions:
+                if art.flat(w, a) and op == "on" and b in w.regions and w.regions[b].get("parent") is None:
                     steps.append(("push", a, b, pred, f"push the {a} {rel} the {b}",
                                   f"the {a} rests {rel} the {b}"))
                     continue
@@ -150,7 +162,9 @@ class OracleBrain(Brain):
         last = (self.tried.get(a) or [None])[-1]
         if last is not None and not pp.held(w, a, pose, prof) and pose.fraction > 0.25 and \
                 np.linalg.norm(pose.grip - (w.bodies[a].pos + last[0])) < 0.012:
-            return [{"op": "gripper", "action": "close"}], True   # the descent stopped just short: close here
+            self.rest_z[a] = float(w.bodies[a].lo[2])
+            return [{"op": "gripper", "action": "close"}] + path_commands(
+                pose.grip, [pose.grip + [0, 0, TEST_LIFT_M]], prof), True   # the descent stopped short: close here
         if pp.held(w, a, pose, prof) or (pose.fraction < 0.2 and pose.tilt < 0.1):   # closed badly or on nothing
             return [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [pose.grip + [0, 0, 0.04]], prof), False
         cmds: list[dict] = []
@@ -161,14 +175,15 @@ class OracleBrain(Brain):
         kept = self.grasp_plan.get(a)
         if kept is not None and np.linalg.norm(kept[0] - origin) < 0.01:
             g = pp.Grasp(origin + kept[1].point_rel, pp.orient(kept[1].sep_yaw, pose), kept[1].kind,
-                         kept[1].width_m, 0.0, kept[1].gap_m)   # the grasp begun last batch: carry on with it
+                         kept[1].width_m, 0.0, kept[1].gap_m, kept[1].part)   # begun last batch: carry on
         else:
             g = pp.choose(w, a, pose, prof, target, self.tried.get(a, ()))
             if g is None:
                 return [], True
-            self.grasp_plan[a] = (origin.copy(), _Rel(g.point - origin, g.sep_yaw, g.kind, g.width_m, g.gap_m))
+            self.grasp_plan[a] = (origin.copy(), _Rel(g.point - origin, g.sep_yaw, g.kind, g.width_m, g.gap_m,
+                                                      g.part))
         frac = g.gap_m * 1000.0 / prof.gripper_max_width_mm
-        need_mm = min(g.gap_m * 1000.0, g.width_m * 1000.0 + 20.0) if g.kind == "straddle" else g.gap_m * 1000.0 - 4.0
+        need_mm = min(g.gap_m * 1000.0, g.width_m * 1000.0 + 20.0) if g.kind != "rim" else g.gap_m * 1000.0 - 4.0
         if not need_mm <= pose.width_mm <= g.gap_m * 1000.0 + 10.0:   # else open enough already
             cmds.append({"op": "gripper", "action": "open"} if frac >= 0.9 else {"op": "gripper", "width": round(frac, 3)})
         pre = g.point + [0, 0, APPROACH_M]
@@ -183,11 +198,18 @@ class OracleBrain(Brain):
         cmds += path_commands(p, route(w, p, pre, bundle, exclude=(a,)), prof)
         cmds += path_commands(pre, [g.point], prof)
         cmds.append({"op": "gripper", "action": "close"})
+        cmds += path_commands(g.point, [g.point + [0, 0, TEST_LIFT_M]], prof)   # a grasp that holds lifts it
         if len(cmds) + 1 > prof.limits.max_batch:      # approach now, descend and close next batch
-            return cmds[:-2] if len(cmds) > 2 else cmds, False
+            return cmds[:-3] if len(cmds) > 3 else cmds, False
         self.grasp_plan.pop(a, None)                  # this batch closes on it: an attempt
         self.tried.setdefault(a, []).append((g.point - origin, g.sep_yaw))
+        self.rest_z[a] = float(w.bodies[a].lo[2])
         return cmds, True
+
+    def _liftable(self, w: World, pose: pp.Pose, a: str, pred) -> bool:
+        """A grasp of ``a`` exists that clears the scene (else a flat object is pushed)."""
+        g = pp.choose(w, a, pose, self.profile, pp.place_target(w, a, pred))
+        return g is not None and g.score > -0.05
 
     @staticmethod
     def _clean(w: World, a: str, pose: pp.Pose) -> bool:
@@ -199,12 +221,22 @@ class OracleBrain(Brain):
         if not pp.held(w, a, pose, prof):
             return [{"op": "gripper", "action": "open"}], True    # lost it: claim and let the Verifier say no
         target = pp.place_target(w, a, pred)
-        rel = w.bodies[a].pos - pose.grip
+        body = w.bodies[a]
+        if self._over(w, a, target, 0.06):           # there already (a lowering stopped on contact)
+            return [], True
+        rel = body.pos - pose.grip
         goal = pp.grip_at(target, rel, lift=pp.HOVER_M)
         bundle = pp.bundle(w, a, pose)
         lift = np.array([pose.grip[0], pose.grip[1], pose.grip[2] + 0.02])   # off the support first
-        pts = [lift] + route(w, lift, goal, bundle, exclude=(a,))
-        return path_commands(pose.grip, pts, prof), True
+        turn = rotations("yaw", target.spin, prof)
+        if not turn:
+            pts = [lift] + route(w, lift, goal, bundle, exclude=(a,))
+            return path_commands(pose.grip, pts, prof), True
+        # the object turns on the way (a book into a slot): up clear of everything, turn, across, down
+        top = np.array([goal[0], goal[1], max(lift[2], goal[2],
+                                              safe_height(w, lift, goal, _spin_all(bundle), (a,)))])
+        up = np.array([lift[0], lift[1], top[2]])
+        return (path_commands(pose.grip, [lift, up], prof) + turn + path_commands(up, [top, goal], prof)), True
 
     def _x_place(self, w: World, pose: pp.Pose, a, b, pred):
         prof = self.profile
@@ -214,7 +246,9 @@ class OracleBrain(Brain):
             rel = w.bodies[a].pos - pose.grip
             goal = pp.grip_at(target, rel)
             off = np.linalg.norm((goal - pose.grip)[:2])
-            if off > pp.ORIGIN_TOL_M:                  # drifted: re-align above first
+            if self._over(w, a, target, 0.035):      # low enough (the last lowering met the support): let go
+                pass
+            elif off > pp.ORIGIN_TOL_M:                # drifted: re-align above first
                 above = np.array([goal[0], goal[1], max(goal[2] + pp.HOVER_M, pose.grip[2])])
                 cmds += path_commands(pose.grip, route(w, pose.grip, above, pp.bundle(w, a, pose), (a,)), prof)
                 cmds += path_commands(above, [goal], prof)
@@ -222,6 +256,13 @@ class OracleBrain(Brain):
                 cmds += path_commands(pose.grip, [goal], prof)
         cmds.append({"op": "gripper", "action": "open"})
         return cmds, True
+
+    @staticmethod
+    def _over(w: World, a: str, target: pp.Target, within: float) -> bool:
+        """``a``'s origin over its release spot, its bottom less than ``within`` over the support."""
+        body = w.bodies[a]
+        dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
+        return dxy < pp.ORIGIN_TOL_M and -0.01 < float(body.lo[2]) - target.support_z < within
 
     def _x_confirm(self, w, pose, a, b, pred):
         return [], True
@@ -252,10 +293,13 @@ class OracleBrain(Brain):
         w = self.world()
         if kind == "grasp":
             held = pp.held(w, a, pose, self.profile)
-            ok = held and self._clean(w, a, pose)
+            rose = float(w.bodies[a].lo[2]) - self.rest_z.get(a, -1.0)
+            ok = held and self._clean(w, a, pose) and rose > TEST_LIFT_M / 2
             lo, hi = pp.expected_width_mm(w, a, pose)
             ev = (f"{a} {'is' if held else 'is NOT'} between the fingers (gap {pose.width_mm:.1f} mm"
-                  + (f"; a clean grasp closes to {lo:.0f}-{hi:.0f} mm: something else is caught" if held and not ok
+                  + (f"; a clean grasp closes to {lo:.0f}-{hi:.0f} mm: something else is caught"
+                     if held and not self._clean(w, a, pose) else "")
+                  + (f"; it rose {rose * 1000:.0f} mm with the hand: it slips" if held and rose <= TEST_LIFT_M / 2
                      else "") + ")")
         elif kind == "carry":
             target = pp.place_target(w, a, pred)

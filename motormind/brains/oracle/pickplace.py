@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .world import MAX_GAP_M, Boxes, World, gripper_boxes, separation, wrap
+from .world import MAX_GAP_M, Boxes, World, gripper_boxes, rot_z, separation, wrap
 
 STRADDLE_MAX_M = 0.066     # widest object the open fingers straddle with room on both sides
 RIM_INSET_M = 0.006        # a rim grasp's point inside the wall's outer face
@@ -29,8 +29,14 @@ RIM_SKEWS = (0.0, math.radians(30.0), -math.radians(30.0))   # finger directions
 OPEN_MARGIN_M = 0.016      # a straddle opens this much wider than the object on each side
 APPROACH_COLUMN_M = (0.025, 0.05, 0.09, 0.13)   # heights over a grasp the hand comes down through
 FEASIBLE_M = 0.003         # a grasp whose gripper comes closer than this to the scene collides
+GRASP_TOUCH_M = 0.003      # ... except at the grasp itself, where the fingertips may touch what it stands on
 CLEAR_ENOUGH_M = 0.02      # more clearance than this buys nothing
 HAND_OVER_RIM_M = 0.004    # the hand stays this much further above a rim it reaches over
+PART_MAX_M = 0.05          # a part this narrow across is a handle or a knob to straddle
+PART_MIN_LEN_M = 0.008     # ... at least this long
+PART_MIN_HEIGHT_M = 0.012  # ... and this tall
+PART_MARGIN_M = 0.012      # the fingers open this much wider than the part on each side
+PART_OFFSET_COST = 0.05    # score per metre of a part's offset from the object's middle
 RIM_DEPTHS_M = (0.020, 0.012)   # ... and below the rim's top (deepest first): the hand, over the
                                 # far side of the object, must stay clear of its rim
 GRASP_DEPTH_M = 0.03       # a straddle grasp this far below the object's top ...
@@ -40,6 +46,10 @@ HOVER_M = 0.025            # the carry ends with the object's bottom this far ab
 HOLD_MIN_MM = 4.0          # a closed gripper narrower than this holds nothing (a slipping rim reads 3.6)
 J7_LIMIT_DEG = 160.0       # the Panda's wrist joint (joint 7) stops at about +-166 deg
 ORIGIN_TOL_M = 0.015       # a carry is done with the origin this close over its target
+PLACE_SPAN = 0.7           # a release spot within this fraction of a region's half sizes
+PLACE_GRID = (0.0, -0.5, 0.5, -1.0, 1.0)   # the spots tried along each axis (fractions of that span)
+PLACE_COLUMN_M = (0.0, 0.04, 0.09, 0.15)   # heights over a release the object comes down through
+PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
 RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
 SHOULDER = np.array([0.0, 0.0, 0.333])   # the Panda's shoulder above its base (m)
 REACH_M = 0.78             # comfortable reach of the wrist flange from the shoulder
@@ -54,6 +64,7 @@ class Grasp:
     width_m: float             # the object's width between the fingers
     score: float = 0.0
     gap_m: float = MAX_GAP_M   # how far the fingers open for it (no wider than it needs)
+    part: int | None = None    # a part grasp: which of the object's boxes is between the fingers
 
 
 @dataclass
@@ -127,7 +138,9 @@ def candidates(world: World, a: str) -> list[Grasp]:
             z = max(z_bot + GRASP_FLOOR_M, z_top - GRASP_DEPTH_M)
             out.append(Grasp(np.array([xy[0], xy[1], z]), yaw, "straddle", w,
                              gap_m=min(MAX_GAP_M, w + 2 * OPEN_MARGIN_M)))
-    if not out:                                  # wide: pinch the wall, fingers across it (radially)
+    if not out and not hollow(world, a):         # wide and solid: a handle, a knob
+        out += part_candidates(world, a)
+    if not out:                                  # wide and open on top: pinch the wall (radially)
         for yaw in _yaws(pts, b):
             u = np.array([math.cos(yaw), math.sin(yaw)])
             v = np.array([-u[1], u[0]])
@@ -141,8 +154,45 @@ def candidates(world: World, a: str) -> list[Grasp]:
                     z = max(z_bot + GRASP_FLOOR_M, z_top - depth)
                     for skew in RIM_SKEWS:            # the fingers across the wall, or across it at a slant
                         out.append(Grasp(np.array([xy[0], xy[1], z]), yaw + skew, "rim", 2 * RIM_INSET_M,
-                                         -0.002 * (RIM_DEPTHS_M[0] - depth) / 0.006 - 0.004 * abs(skew) / 0.5,
+                                         -0.002 * (RIM_DEPTHS_M[0] - depth) / 0.006 - 0.015 * abs(skew) / 0.5,
                                          RIM_GAP_M))
+    return out
+
+
+def hollow(world: World, a: str) -> bool:
+    """Open on top (a bowl, a mug, a basket): no geom of ``a`` just under the middle of its top."""
+    b = world.bodies[a]
+    if not len(b.obbs):
+        return False
+    p = np.array([(b.lo[0] + b.hi[0]) / 2, (b.lo[1] + b.hi[1]) / 2, b.hi[2] - 0.012])
+    local = np.einsum("nji,nj->ni", b.obbs.R, p - b.obbs.c)        # into each box's frame
+    return not bool(np.any(np.all(np.abs(local) <= b.obbs.h + 1e-4, axis=1)))
+
+
+def part_candidates(world: World, a: str) -> list[Grasp]:
+    """Straddle grasps of one part of an object too wide to straddle whole (a moka pot's lid knob
+    or handle, a pan's handle): a geom narrow across one horizontal axis of its own."""
+    b = world.bodies[a]
+    out = []
+    centre = (b.lo[:2] + b.hi[:2]) / 2
+    for k in range(len(b.obbs)):
+        R, h, c = b.obbs.R[k], b.obbs.h[k], b.obbs.c[k]
+        horiz = [j for j in range(3) if abs(R[2, j]) < 0.3]
+        vert = [j for j in range(3) if abs(R[2, j]) > 0.7]
+        if len(horiz) != 2 or not vert:
+            continue
+        j = min(horiz, key=lambda i: h[i])
+        other = max(horiz, key=lambda i: h[i])
+        width, length, height = 2 * h[j], 2 * h[other], 2 * h[vert[0]]
+        if width > PART_MAX_M or length < PART_MIN_LEN_M or height < PART_MIN_HEIGHT_M:
+            continue
+        yaw = math.atan2(R[1, j], R[0, j])
+        top = c[2] + h[vert[0]]
+        z = max(c[2] - h[vert[0]] + GRASP_FLOOR_M, top - 0.010)
+        off = float(np.linalg.norm(c[:2] - centre))     # from the object's middle: a tilting load
+        out.append(Grasp(np.array([c[0], c[1], z]), yaw, "part", width,
+                         -PART_OFFSET_COST * off + 0.01 * (top - float(b.hi[2])),
+                         min(MAX_GAP_M, width + 2 * PART_MARGIN_M), part=k))
     return out
 
 
@@ -167,33 +217,61 @@ class Target:
     origin: np.ndarray         # where the object's body origin goes (xy; z = its height at release)
     support_z: float           # the surface it is released onto
     exclude: tuple             # bodies the carried object may touch at the end (the support)
+    spin: float = 0.0          # the wrist turns the object this much (rad, about the vertical) on the way
+
+
+def spun(world: World, a: str, spin: float, origin) -> Boxes:
+    """``a``'s boxes turned by ``spin`` about the vertical through its origin, moved to ``origin``."""
+    b = world.bodies[a]
+    r = rot_z(spin)
+    return Boxes(np.asarray(origin) + (b.obbs.c - b.pos) @ r.T, b.obbs.h, np.einsum("ij,njk->nik", r, b.obbs.R))
 
 
 def place_target(world: World, a: str, pred) -> Target:
+    """Where ``a`` is released for ``pred`` (On / In): the origin spot, among those the predicate
+    accepts (a region's box, 3 cm around an object's origin), where the object, hanging RELEASE_M
+    over what is under it, is clearest of everything else on the way down, nearest the middle
+    and lowest (on the surface meant, not on a neighbour). Into a region the object may be turned
+    (a book into a slot): a quarter or an eighth turn when that fits it better."""
     op, b = pred[0].lower(), pred[2]
     body = world.bodies[a]
-    foot = np.array([body.lo[:2] - body.pos[:2], body.hi[:2] - body.pos[:2]])   # footprint around the origin
-    shrink = np.array([[0.006, 0.006], [-0.006, -0.006]])
     if b in world.regions:
         rg = world.regions[b]
-        xy = np.asarray(rg["centre"], float)[:2]
+        centre = np.asarray(rg["centre"], float)[:2]
+        half = np.asarray(rg["half_extents"], float)[:2] * PLACE_SPAN
         below = float(rg["centre"][2]) if op == "in" else float(rg["hi"][2]) + 0.02
     else:
         tb = world.bodies[b]
-        xy = tb.pos[:2].copy()
+        centre = tb.pos[:2].copy()
+        half = np.array([0.012, 0.012])
         below = float(tb.hi[2]) + 0.001
-    fp = foot + shrink + xy
-    support = world.top_under(fp[0], fp[1], exclude=(a,), below=below)
-    if not math.isfinite(support):
-        support = float(body.lo[2])
+    spins = PLACE_SPINS if op == "in" else (0.0,)
     bottom_off = float(body.lo[2] - body.pos[2])
-    origin = np.array([xy[0], xy[1], support + RELEASE_M - bottom_off])
-    return Target(origin, support, (a,))
+    spots = []
+    for spin in spins:
+        for fx in PLACE_GRID:
+            for fy in PLACE_GRID:
+                xy = centre + half * [fx, fy]
+                at = np.array([xy[0], xy[1], body.pos[2]])
+                foot = spun(world, a, spin, at).aabb() if len(body.obbs) else np.array([[body.lo, body.hi]])
+                flo, fhi = foot[:, 0, :2].min(axis=0) + 0.006, foot[:, 1, :2].max(axis=0) - 0.006
+                support = world.top_under(flo, fhi, exclude=(a,), below=below)
+                if not math.isfinite(support):
+                    support = float(body.lo[2])
+                origin = np.array([xy[0], xy[1], support + RELEASE_M - bottom_off])
+                clear = min(world.clearance(spun(world, a, spin, origin + [0, 0, dz]), exclude=(a,))
+                            for dz in PLACE_COLUMN_M) if len(body.obbs) else 0.0   # there, and the way down
+                spots.append((origin, support, clear, float(np.hypot(fx, fy)) + abs(spin), spin))
+    lowest = min(sp[1] for sp in spots)
+    origin, support, _, _, spin = max(spots, key=lambda sp: min(sp[2], 0.015) - 0.02 * sp[3]
+                                      - 5.0 * (sp[1] - lowest))
+    return Target(origin, support, (a,), spin)
 
 
 def grip_at(target: Target, grasp_rel: np.ndarray, lift: float = 0.0) -> np.ndarray:
-    """The grip point that puts the object's origin at the target (``grasp_rel`` = origin - grip)."""
-    return target.origin - grasp_rel + np.array([0.0, 0.0, lift])
+    """The grip point that puts the object's origin at the target (``grasp_rel`` = origin - grip,
+    now; the wrist's turn by ``target.spin`` turns it too)."""
+    return target.origin - rot_z(target.spin) @ grasp_rel + np.array([0.0, 0.0, lift])
 
 
 def reach_excess(p) -> float:
@@ -216,7 +294,14 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
         clear_g = world.clearance(gripper_boxes(g.point, yaw, g.gap_m), exclude=(a,))
         clear_pre = min(world.clearance(gripper_boxes(g.point + [0, 0, dz], yaw, g.gap_m), exclude=(a,))
                         for dz in APPROACH_COLUMN_M)     # the way in from above
-        clear = min(clear_g, clear_pre)
+        clear = min(clear_g + GRASP_TOUCH_M, clear_pre)   # at the grasp, fingertips may graze the support
+        if g.kind == "part":                          # the rest of the object is in the way too
+            own = world.bodies[a].obbs
+            keep = [k for k in range(len(own)) if k != g.part]
+            if keep:
+                rest = Boxes(own.c[keep], own.h[keep], own.R[keep])
+                for dz in (0.0,) + APPROACH_COLUMN_M:
+                    clear = min(clear, separation(gripper_boxes(g.point + [0, 0, dz], yaw, g.gap_m), rest) + 0.003)
         if g.kind == "rim":                           # the hand spans the object: clear of its far rim too
             hand = gripper_boxes(g.point, yaw, g.gap_m)
             own = world.bodies[a].obbs
@@ -225,7 +310,11 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
         if target is not None:
             rel = body.pos - g.point
             gp = grip_at(target, rel)
-            clear = min(clear, world.clearance(gripper_boxes(gp, yaw, max(g.width_m, 0.01)), exclude=(a,)))
+            held_g = gripper_boxes(np.zeros(3), yaw + target.spin, max(g.width_m, 0.01))
+            bundle_p = held_g + spun(world, a, target.spin, target.origin).shifted(-gp) if len(body.obbs) else held_g
+            for dz in PLACE_COLUMN_M:                 # the release pose, and the way down to it
+                clear = min(clear, world.clearance(bundle_p.shifted(gp + [0, 0, dz]), exclude=(a,))
+                            + (0.012 if dz == 0.0 else 0.0))   # (the object hangs RELEASE_M over its support)
             excess = max(excess, reach_excess(gp)) + (1.0 if _outside(profile, gp) else 0.0)
         # first what can be done (clear of the scene, within reach), then the roomiest, then the least
         # wrist turning and the plainest grasp
@@ -240,7 +329,9 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
         for p_rel, y in tried:
             if np.linalg.norm(g.point - body.pos - p_rel) < 0.02 and abs(wrap(2 * (g.sep_yaw - y))) < 0.7:
                 score -= 0.5
-        cand = Grasp(g.point, yaw, g.kind, g.width_m, score, g.gap_m)
+        if g.kind == "part":
+            score += g.score - 0.002
+        cand = Grasp(g.point, yaw, g.kind, g.width_m, score, g.gap_m, g.part)
         if best is None or cand.score > best.score:
             best = cand
     return best
