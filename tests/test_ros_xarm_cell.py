@@ -27,7 +27,7 @@ from motormind.sim.xarm_cell.emulator import CellEmulator  # noqa: E402
 from motormind.sim.xarm_emulator import free_loopback_host  # noqa: E402
 from rostest_util import free_domain, kill_nodes  # noqa: E402
 
-pytestmark = pytest.mark.xarm
+pytestmark = [pytest.mark.xarm, pytest.mark.sim]
 
 DOMAIN = free_domain("xarm-cell")
 

@@ -25,7 +25,7 @@ from motormind.sim.xarm_cell.config import cell_from_dict, load_cell  # noqa: E4
 from motormind.sim.xarm_cell.emulator import CellEmulator  # noqa: E402
 from motormind.sim.xarm_emulator import free_loopback_host  # noqa: E402
 
-pytestmark = pytest.mark.xarm
+pytestmark = [pytest.mark.xarm, pytest.mark.sim]
 
 SEED = 3
 
