@@ -41,7 +41,8 @@ PLUGINS = [
     "motormind.brains.check",     # vlm check: is an endpoint fit to drive a robot?
     "motormind.evaluate.cli",     # eval: LIBERO-PRO evaluation at scale
     "motormind.diagnose.cli",     # diagnose: the VLM skill diagnostic
-    "motormind.sim.xarm_emulator.cli",  # emulate: the xArm6 controller emulator
+    "motormind.sim.xarm_emulator.cli",  # emulate: the xArm6 controller emulator (--scene: the physics cell)
+    "motormind.sim.xarm_cell.trials",   # trials: placement trials on the xArm6 rehearsal cell
     "motormind.ros.cli",          # launch: start the ROS 2 nodes without the ros2 CLI
     "motormind.console.cli",      # console: the operator console
 ]

@@ -10,6 +10,12 @@ A camera source is a device index (``0``), a device path (``/dev/video2``), a st
 Frames come back as HxWx3 uint8 **RGB**, upright (``rotate`` 0/90/180/270 fixes a camera
 mounted upside down or sideways). Every failure names the camera and its source.
 OpenCV is imported on first use.
+
+A network stream (a source with ``://``: an IP camera's MJPEG or RTSP URL, the rehearsal cell's
+cameras) is read by a background thread that keeps only the newest frame: OpenCV reads a stream in
+order, so a reader that looks once per batch would otherwise get frames seconds old from the
+socket's backlog. ``read()`` then returns the newest frame, waiting at most ``STREAM_WAIT_S`` for
+the first one; a stream that stops delivering for ``STREAM_STALE_S`` is an error.
 """
 from __future__ import annotations
 
@@ -20,6 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from motormind.errors import ConfigError, RobotFault
+
+STREAM_WAIT_S = 5.0        # read() waits this long for a stream's first frame
+STREAM_STALE_S = 5.0       # a stream whose newest frame is older than this has stopped
 
 
 class CameraError(RobotFault):
@@ -68,6 +77,10 @@ class Camera:
         self.config = config
         self._cap = None
         self._lock = threading.Lock()
+        self._grabber: threading.Thread | None = None
+        self._newest = None                    # (time.monotonic(), BGR frame) of a stream
+        self._stream_error = ""
+        self._closed = threading.Event()
 
     @property
     def name(self) -> str:
@@ -76,6 +89,11 @@ class Camera:
     def _describe(self) -> str:
         src = self.config.source
         return f"device index {src}" if isinstance(src, int) else repr(src)
+
+    @property
+    def is_stream(self) -> bool:
+        src = self.config.source
+        return isinstance(src, str) and "://" in src
 
     @property
     def _is_file(self) -> bool:
@@ -103,7 +121,42 @@ class Camera:
         if self._is_file:
             cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
         self._cap = cap
+        if self.is_stream:
+            import time
+            self._closed.clear()
+            self._newest = (time.monotonic(), frame)
+            self._stream_error = ""
+            self._grabber = threading.Thread(target=self._grab, args=(cap,), daemon=True,
+                                             name=f"camera-{self.name}")
+            self._grabber.start()
         return self
+
+    def _grab(self, cap) -> None:
+        """A stream's reader: every frame as it arrives, keeping the newest. It owns ``cap`` and
+        releases it when it stops (closed, or the stream ended): never while another thread reads."""
+        import time
+        try:
+            while not self._closed.is_set():
+                ok, frame = cap.read()
+                if not ok or frame is None:
+                    self._stream_error = "the stream ended or the connection dropped"
+                    return
+                self._newest = (time.monotonic(), frame)
+        finally:
+            cap.release()
+
+    def _read_stream(self):
+        import time
+        end = time.monotonic() + STREAM_WAIT_S
+        while True:
+            t, frame = self._newest if self._newest is not None else (None, None)
+            age = time.monotonic() - t if t is not None else None
+            if age is not None and age <= STREAM_STALE_S:
+                return frame
+            if self._stream_error or time.monotonic() > end:
+                why = self._stream_error or (f"no frame for {age:.1f} s" if age is not None else "no frame")
+                raise CameraError(f"camera {self.name!r}: no frame from {self._describe()} ({why})", self.name)
+            time.sleep(0.01)
 
     def read(self) -> np.ndarray:
         """The next frame as HxWx3 uint8 RGB, upright."""
@@ -111,6 +164,10 @@ class Camera:
         with self._lock:
             if self._cap is None:
                 self.open()
+        if self.is_stream:
+            frame = self._read_stream()
+            return self._upright(frame)
+        with self._lock:
             ok, frame = self._cap.read()
             if (not ok or frame is None) and self._is_file:     # a rehearsal video: loop it
                 self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
@@ -118,6 +175,10 @@ class Camera:
             if not ok or frame is None:
                 raise CameraError(f"camera {self.name!r}: no frame from {self._describe()} "
                                   "(disconnected or stream ended)", self.name)
+        return self._upright(frame)
+
+    def _upright(self, frame) -> np.ndarray:
+        import cv2
         if frame.ndim == 2:
             frame = cv2.cvtColor(frame, cv2.COLOR_GRAY2RGB)
         else:
@@ -132,10 +193,15 @@ class Camera:
         return np.ascontiguousarray(frame, dtype=np.uint8)
 
     def close(self) -> None:
+        self._closed.set()
         with self._lock:
-            if self._cap is not None:
+            grabber, self._grabber = self._grabber, None
+            if grabber is not None:        # a stream: its reader releases the capture after its last read
+                grabber.join(2.0)
+            elif self._cap is not None:
                 self._cap.release()
-                self._cap = None
+            self._cap = None
+            self._newest = None
 
 
 class CameraSet:

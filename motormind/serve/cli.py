@@ -24,6 +24,10 @@ def register(subparsers) -> None:
                         "reach: a toy oracle for the kinematic fake arm")
     p.add_argument("--record", default=None, help="replay: an episode's run directory or its events.jsonl")
     p.add_argument("--profile", default="libero_panda", help="oracle: robot profile when the client sends none")
+    p.add_argument("--scene", default=None, metavar="URL",
+                   help="oracle: read the PRIVILEGED scene from a simulator's evaluator-only channel (e.g. "
+                        "`motormind emulate xarm6 --scene placement --privileged-port 8790` prints it) instead "
+                        "of snapshots sent by the client")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port, default=8765, help="0 picks a free port")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -60,6 +64,8 @@ def _serve(args) -> int:
     from .quirks import QuirkPlan
     from .server import BrainServer, ReplayBrain, SnapshotOracle
     # every mistake of the command line is a ConfigError here (one line, by motormind.cli.main)
+    if args.scene and args.backend != "oracle":
+        raise ConfigError(f"--scene: only --backend oracle reads a scene (not {args.backend})")
     if args.backend == "replay":
         if not args.record:
             raise ConfigError("--backend replay needs --record RUN_DIR")
@@ -73,7 +79,18 @@ def _serve(args) -> int:
             load_profile(args.profile)           # used at the first request: a bad one is said now
         except ConfigError as e:
             raise ConfigError(f"--profile: {e}") from None
-        brain = SnapshotOracle(args.profile)
+        if args.scene:
+            from .scene_channel import RemoteScene, SceneChannelError
+            from .server import SceneOracle
+            scene = RemoteScene(args.scene)
+            try:
+                goal = scene.goal_state                 # reachable now, or one line and no server
+            except SceneChannelError as e:
+                raise ConfigError(f"--scene: {e}") from None
+            print(f"serve-brain: oracle over the privileged scene at {scene.url} (goal {goal})", file=sys.stderr)
+            brain = SceneOracle(scene, args.profile)
+        else:
+            brain = SnapshotOracle(args.profile)
     roles = [r.strip() for r in args.fault_roles.split(",")] if args.fault_roles else None
     faults = FaultPlan.from_cli(args.fault, seed=args.fault_seed, slow_s=args.slow_s, roles=roles)
     quirks = QuirkPlan.from_cli(args.quirk, seed=args.fault_seed, roles=roles)

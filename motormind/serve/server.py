@@ -256,6 +256,31 @@ class SnapshotOracle:
             return oracle.respond(req)
 
 
+class SceneOracle:
+    """ONE OracleBrain for every client, reading one live PRIVILEGED scene (``RemoteScene``: a
+    simulator's evaluator-only channel, motormind/serve/scene_channel.py). One scene is one
+    episode: the ROS 2 role nodes are separate clients (sessions) of the same episode, and the
+    Executor and Verifier must know the subgoals the Planner made. The clients send only their
+    context (``send_context: true``), never a scene."""
+
+    privileged = True
+    name = "oracle"
+
+    def __init__(self, scene, default_profile: str = "libero_panda"):
+        self.scene = scene
+        self.default_profile = default_profile
+        self.oracle = None
+        self._lock = threading.Lock()
+
+    def respond_with(self, req: BrainRequest, extras: dict) -> BrainReply:
+        from ..brains.oracle import OracleBrain
+        from ..profile import load_profile
+        with self._lock:
+            if self.oracle is None:
+                self.oracle = OracleBrain(self.scene, load_profile(extras.get("profile") or self.default_profile))
+            return self.oracle.respond(req)
+
+
 # -- the server ---------------------------------------------------------------------------------
 def _estimate_tokens(chars: int) -> int:
     return int(math.ceil(chars / 4.0))

@@ -62,15 +62,29 @@ def fk_frames(q) -> list[np.ndarray]:
     return frames
 
 
-def fk(q) -> tuple[np.ndarray, np.ndarray]:
-    """TCP position (mm) and rotation matrix for joints ``q`` (6, rad)."""
+def tool_transform(offset) -> np.ndarray | None:
+    """The TCP in the flange frame (4x4, mm) from a controller TCP offset [x, y, z (mm), roll, pitch,
+    yaw (rad)]; None for the zero offset (the TCP is the flange)."""
+    off = [float(v) for v in offset]
+    if not any(off):
+        return None
+    t = np.eye(4)
+    t[:3, :3] = rpy_to_mat(*off[3:6])
+    t[:3, 3] = off[:3]
+    return t
+
+
+def fk(q, tool: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """TCP position (mm) and rotation matrix for joints ``q`` (6, rad); the flange without ``tool``."""
     t = fk_frames(q)[-1]
+    if tool is not None:
+        t = t @ tool
     return t[:3, 3].copy(), t[:3, :3].copy()
 
 
-def fk_pose(q) -> list[float]:
+def fk_pose(q, tool: np.ndarray | None = None) -> list[float]:
     """[x, y, z (mm), roll, pitch, yaw (rad)] for joints ``q``."""
-    p, r = fk(q)
+    p, r = fk(q, tool)
     return [float(p[0]), float(p[1]), float(p[2]), *mat_to_rpy(r)]
 
 
@@ -102,12 +116,19 @@ def jacobian(q) -> np.ndarray:
 
 
 def ik(pos_mm, rot: np.ndarray, q0, max_iter: int = 200, pos_tol: float = 0.01,
-       rot_tol: float = 1e-5, rot_weight: float = 200.0) -> tuple[np.ndarray, bool]:
+       rot_tol: float = 1e-5, rot_weight: float = 200.0, tool: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
     """Damped-least-squares IK from the seed ``q0``. Returns (joints, converged).
 
-    ``rot_weight`` (mm per rad) balances orientation against position error."""
+    ``pos_mm``/``rot`` are the TCP's: the flange's without ``tool`` (tool_transform), else the
+    flange target is the TCP target times the tool's inverse. ``rot_weight`` (mm per rad) balances
+    orientation against position error."""
     q = np.array(q0, dtype=float)[:6].copy()
     target = np.asarray(pos_mm, dtype=float)
+    if tool is not None:
+        t = np.eye(4)
+        t[:3, :3], t[:3, 3] = rot, target
+        t = t @ np.linalg.inv(tool)
+        target, rot = t[:3, 3].copy(), t[:3, :3].copy()
     w = np.array([1, 1, 1, rot_weight, rot_weight, rot_weight], dtype=float)
     lam = 1.0
     for _ in range(max_iter):

@@ -120,7 +120,8 @@ class XArmEmulator:
     def __init__(self, host: str = "127.0.0.1", port: int = 502, *, report_port: int = 30002,
                  report_type: str = "rich", report_hz: float = 5.0, tick_hz: float = 100.0,
                  version: str = DEFAULT_VERSION, initial_pose=DEFAULT_POSE, initial_joints=None,
-                 enabled: bool = False, gripper_pulses: float = 850.0, reply_timeout_s: float = 5.0):
+                 enabled: bool = False, gripper_pulses: float = 850.0, reply_timeout_s: float = 5.0,
+                 tcp_offset=(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)):
         if report_type not in ("rich", "normal", "real"):
             raise ValueError(f"report_type must be rich, normal or real, got {report_type!r}")
         if len(version.encode("ascii")) >= 40:
@@ -141,17 +142,22 @@ class XArmEmulator:
         self.port: int | None = None
         self.report_port: int | None = None
         # --- arm state ---
+        # the stored TCP offset (mm, rad, as on the wire): poses, moves and IK are the TCP's, as on
+        # the real controller; zero (the default) makes the TCP the flange
+        ox, oy, oz, orr, op, oyw = (float(v) for v in tcp_offset)
+        self.tcp_offset = [ox, oy, oz, math.radians(orr), math.radians(op), math.radians(oyw)]
+        self._tool = kin.tool_transform(self.tcp_offset)
         if initial_joints is not None:
             q = np.array(initial_joints, dtype=float)[:6]
         else:
             x, y, z, r, p, yw = initial_pose
             q, ok = kin.ik(np.array([x, y, z], float),
                            kin.rpy_to_mat(math.radians(r), math.radians(p), math.radians(yw)),
-                           [0.0, -0.5, -0.5, 0.0, 1.0, 0.0])
+                           [0.0, -0.5, -0.5, 0.0, 1.0, 0.0], tool=self._tool)
             if not ok:
                 raise ValueError(f"initial_pose {initial_pose} is not reachable")
         self._q = q
-        self._pos, self._rot = kin.fk(q)
+        self._pos, self._rot = kin.fk(q, self._tool)
         self.enabled = bool(enabled)
         self.mode = 0
         self.state = 4
@@ -163,7 +169,6 @@ class XArmEmulator:
         self._fb_mask = 0
         self._tcp_speed = 0.0
         self._count = 0
-        self.tcp_offset = [0.0] * 6
         self.tcp_load = [0.0, 0.0, 0.0, 0.0]
         self.collision_sensitivity = 0
         self.teach_sensitivity = 1
@@ -354,6 +359,10 @@ class XArmEmulator:
     def _cmdnum_locked(self) -> int:
         return len(self._queue) + (1 if self._cur is not None else 0)
 
+    def _joints_locked(self) -> np.ndarray:
+        """The joint angles the controller reports (rad)."""
+        return self._q
+
     def _pose_locked(self) -> list[float]:
         r, p, yw = kin.mat_to_rpy(self._rot)
         return [float(self._pos[0]), float(self._pos[1]), float(self._pos[2]), r, p, yw]
@@ -363,7 +372,7 @@ class XArmEmulator:
         tam = self._tamper
         return {
             "state": self.state, "mode": self.mode, "cmdnum": self._cmdnum_locked(),
-            "joints": [float(v) for v in self._q] + [0.0], "pose": self._pose_locked(),
+            "joints": [float(v) for v in self._joints_locked()] + [0.0], "pose": self._pose_locked(),
             "enabled": self.enabled, "error": self.error, "warn": self.warn,
             "tcp_offset": list(self.tcp_offset),
             "tcp_load": list(tam.get("tcp_load", self.tcp_load)),
@@ -497,18 +506,18 @@ class XArmEmulator:
         if reg == P.GET_TCP_POSE:
             return struct.pack("<6f", *self._pose_locked())
         if reg == P.GET_JOINT_POS:
-            q = [float(v) for v in self._q] + [0.0]
+            q = [float(v) for v in self._joints_locked()] + [0.0]
             if p:   # get_joint_states: positions, velocities, efforts
                 n = p[0]
                 return struct.pack("<%df" % (7 * n), *(q + [0.0] * 7 * (n - 1)))
             return struct.pack("<7f", *q)
         if reg == P.GET_IK:
             x, y, z, r, pi_, yw = struct.unpack_from("<6f", p)
-            q, ok = kin.ik(np.array([x, y, z]), kin.rpy_to_mat(r, pi_, yw), self._q)
+            q, ok = kin.ik(np.array([x, y, z]), kin.rpy_to_mat(r, pi_, yw), self._q, tool=self._tool)
             return struct.pack("<7f", *[float(v) for v in q], 0.0)
         if reg == P.GET_FK:
             q = struct.unpack_from("<7f", p)
-            return struct.pack("<6f", *kin.fk_pose(q[:6]))
+            return struct.pack("<6f", *kin.fk_pose(q[:6], self._tool))
         if reg == P.IS_JOINT_LIMIT:
             q = struct.unpack_from("<7f", p)
             return bytes([1 if kin.joint_limit_violations(q[:6]) else 0])
@@ -516,6 +525,8 @@ class XArmEmulator:
             return bytes([1 if self._check_pose_locked(struct.unpack_from("<6f", p)) else 0])
         if reg == P.SET_TCP_OFFSET:
             self.tcp_offset = list(struct.unpack_from("<6f", p))
+            self._tool = kin.tool_transform(self.tcp_offset)
+            self._pos, self._rot = kin.fk(self._q, self._tool)
             return b""
         if reg == P.SET_LOAD_PARAM:
             self.tcp_load = list(struct.unpack_from("<4f", p))
@@ -602,7 +613,7 @@ class XArmEmulator:
     def _target_problem_locked(self, pos: np.ndarray, rot: np.ndarray, seed=None):
         if self._outside_fence_locked(pos):
             return 35, None
-        q, ok = kin.ik(pos, rot, self._q if seed is None else seed)
+        q, ok = kin.ik(pos, rot, self._q if seed is None else seed, tool=self._tool)
         if not ok:
             return 21, None
         if kin.joint_limit_violations(q):
@@ -662,7 +673,7 @@ class XArmEmulator:
             if self._outside_fence_locked(pos):
                 self._fault_locked(35)
                 return
-            q, ok = kin.ik(pos, rot, self._q, max_iter=30)
+            q, ok = kin.ik(pos, rot, self._q, max_iter=30, tool=self._tool)
             if not ok:
                 self._fault_locked(21)
                 return
@@ -672,7 +683,7 @@ class XArmEmulator:
             self._q, self._pos, self._rot = q, pos, rot
         else:
             q = task.q0 + (task.q1 - task.q0) * s_new
-            pos, rot = kin.fk(q)
+            pos, rot = kin.fk(q, self._tool)
             if self._outside_fence_locked(pos):
                 self._fault_locked(35)
                 return
@@ -718,7 +729,7 @@ class XArmEmulator:
             if self.reduced_mode:
                 speed = min(speed, self.reduced_joint_speed)
             task.duration = float(np.max(np.abs(q1 - task.q0))) / speed
-            p1, _ = kin.fk(q1)
+            p1, _ = kin.fk(q1, self._tool)
             if self._outside_fence_locked(p1):
                 self._fault_locked(35)
                 return False
@@ -836,14 +847,13 @@ class XArmEmulator:
     def snapshot(self) -> dict:
         """The controller's true state (not the tampered view): for assertions in tests."""
         with self._lock:
-            r, p, yw = kin.mat_to_rpy(self._rot)
+            pose = self._pose_locked()
             return {
                 "state": self.state, "mode": self.mode, "error": self.error, "warn": self.warn,
                 "enabled": self.enabled, "cmdnum": self._cmdnum_locked(), "moving": self._cur is not None,
                 "stalled": self._stalled,
-                "pose_mm_deg": [float(self._pos[0]), float(self._pos[1]), float(self._pos[2]),
-                                math.degrees(r), math.degrees(p), math.degrees(yw)],
-                "joints_rad": [float(v) for v in self._q],
+                "pose_mm_deg": pose[:3] + [math.degrees(v) for v in pose[3:6]],
+                "joints_rad": [float(v) for v in self._joints_locked()],
                 "gripper_pulses": self.gripper.pos, "gripper_target": self.gripper.target,
                 "gripper_enabled": self.gripper.enabled, "gripper_status": self.gripper.status,
                 "tcp_load": list(self.tcp_load), "collision_sensitivity": self.collision_sensitivity,
@@ -919,21 +929,61 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pose", type=float, nargs=6, default=DEFAULT_POSE, metavar=("X", "Y", "Z", "R", "P", "YAW"),
                     help="initial TCP pose, mm and degrees")
     ap.add_argument("--enabled", action="store_true", help="start with the motors enabled")
+    cell = ap.add_argument_group("the physics-backed cell (sim/xarm_cell/, docs/xarm-cell.md)")
+    cell.add_argument("--scene", default=None, metavar="NAME",
+                      help="simulate the arm, its gripper, a table and objects in MuJoCo: a scene in "
+                           "configs/cells/ (placement) or a YAML path; without it, the kinematic emulator")
+    cell.add_argument("--seed", type=int, default=0, help="--scene: the layout drawn for the scene")
+    cell.add_argument("--camera-port", type=port, default=8090,
+                      help="--scene: serve the scene's cameras as MJPEG streams on this port (0: any free port)")
+    cell.add_argument("--privileged-port", type=port, default=None,
+                      help="--scene: also serve the PRIVILEGED scene (goal, object poses) for an evaluator or "
+                           "`serve-brain --backend oracle --scene URL` on this port; off by default")
+    cell.add_argument("--no-collision-detection", action="store_true",
+                      help="--scene: never stop on contact force (C31)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
+    if a.scene is None:
+        extra = [f for f, v in (("--seed", a.seed != 0), ("--privileged-port", a.privileged_port is not None),
+                                ("--no-collision-detection", a.no_collision_detection)) if v]
+        if extra:
+            print(f"motormind emulate xarm6: error: {extra[0]}: only with --scene NAME", file=sys.stderr)
+            return 2
     report_port = {"rich": 30002, "normal": 30001, "real": 30003}[a.report_type]
+    common = dict(report_port=report_port, report_type=a.report_type, report_hz=a.report_hz, version=a.version,
+                  enabled=a.enabled)
     try:
-        emu = XArmEmulator(a.host, a.port, report_port=report_port, report_type=a.report_type,
-                           report_hz=a.report_hz, version=a.version, initial_pose=tuple(a.pose),
-                           enabled=a.enabled).start()
+        if a.scene is not None:
+            from motormind.errors import ConfigError
+            from motormind.sim.xarm_cell.config import load_cell
+            try:
+                cfg = load_cell(a.scene)
+            except ConfigError as e:
+                print(f"motormind emulate xarm6: error: {e}", file=sys.stderr)
+                return 2
+            from motormind.sim.xarm_cell.emulator import CellEmulator
+            emu = CellEmulator(cfg, a.host, a.port, camera_port=a.camera_port, privileged_port=a.privileged_port,
+                               seed=a.seed, collision_detection=not a.no_collision_detection, **common).start()
+        else:
+            emu = XArmEmulator(a.host, a.port, initial_pose=tuple(a.pose), **common).start()
     except (OSError, ValueError, OverflowError) as e:
         print(f"motormind emulate xarm6: error: cannot serve on {a.host}:{a.port}: {getattr(e, 'strerror', None) or e}",
               file=sys.stderr)
         return 2
     print(f"xArm6 emulator: command {a.host}:{emu.port}, report {a.host}:{emu.report_port} "
           f"({a.report_type}, {a.report_hz:g} Hz). Ctrl-C to stop.", flush=True)
+    if a.scene is not None:
+        urls = emu.camera_urls()
+        print(f"scene {emu.cell.name!r} (seed {a.seed}): {emu.scene.language_instruction}", flush=True)
+        for name, url in urls.items():
+            print(f"camera {name}: {url}", flush=True)
+        if emu.channel is not None:
+            print(f"PRIVILEGED scene (evaluator only): {emu.channel.url}", flush=True)
+        cams = ",".join(f"{n}={u}" for n, u in urls.items())
+        print(f"run the stack on it: motormind launch xarm6 robot_ip:={a.host} command_port:={emu.port}"
+              + (f" camera:={cams}" if cams else ""), flush=True)
     try:
         while True:
             time.sleep(3600)

@@ -1,0 +1,258 @@
+"""Placement trials on the rehearsal cell: ``motormind trials xarm6 --scene placement -n 40``.
+
+Each trial is one whole MotorMind episode (the five roles around the Controller, in-process)
+through the REAL xArm6 backend (robots/xarm6.py: the unmodified SDK over TCP) on a CellEmulator in
+this process: a seeded layout, "put the <block> on the <mark>", judged from physics (the scene's
+``on`` predicate: over the mark, touching it, released). With ``--interference on`` an outside
+hand moves an object mid-episode (motormind/evaluate/interference.py: the fetched block as the
+hand reaches for it, or the target mark while the block is carried; seeded), recorded as a
+privileged event in the trial's record only. ``both`` runs every layout twice, without and with.
+
+The brain is the oracle (PRIVILEGED: it reads the cell's true object poses through ``emu.scene``,
+labelled so) unless ``--brain openai --vlm CONFIG`` names any VLM config (it gets camera images
+from the emulated cameras, through the backend's OpenCV capture, as on the real arm).
+
+Reported per condition: successes with a 95% Wilson interval, the placement error (mm, the block's
+centre from the mark's centre in the table plane) over successful trials, episode time (s), and
+the outcomes; and the emulator's real-time factor (simulated / wall time; and its capacity,
+simulated time per second spent stepping the physics). Written to OUT/summary.json, one folder per
+trial with its events.jsonl, and printed.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+CONDITIONS = {"off": ("off",), "on": ("on",), "both": ("off", "on")}
+SEED_RESULT = {"all": 0.95, "off": 0.98, "on": 0.92}     # the seed paper's xArm6 placement figures
+
+
+@dataclass
+class TrialResult:
+    seed: int
+    interference: str                 # off | on
+    instruction: str
+    success: bool
+    outcome: str
+    reason: str
+    placement_error_mm: float | None
+    episode_s: float
+    batches: int
+    replans: int
+    brain: str
+    privileged: bool
+    event: dict | None = None         # the interference event (privileged), or None
+    missed: str = ""                  # why the planned interference could not happen
+    fault: str = ""
+    trial: dict = field(default_factory=dict)
+
+
+def _pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    k = (len(xs) - 1) * q
+    lo, hi = int(k), min(len(xs) - 1, int(k) + 1)
+    return round(xs[lo] + (xs[hi] - xs[lo]) * (k - lo), 2)
+
+
+def summarize(results: list[TrialResult]) -> dict:
+    from motormind.evaluate.stats import wilson
+    out = {}
+    groups = {"all": results, **{c: [r for r in results if r.interference == c] for c in ("off", "on")}}
+    for name, rs in groups.items():
+        if not rs:
+            continue
+        k, n = sum(r.success for r in rs), len(rs)
+        lo, hi = wilson(k, n)
+        err = [r.placement_error_mm for r in rs if r.success and r.placement_error_mm is not None]
+        outcomes: dict = {}
+        for r in rs:
+            outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+        out[name] = {"n": n, "successes": k, "rate": round(k / n, 4), "wilson95": [round(lo, 4), round(hi, 4)],
+                     "seed_paper": SEED_RESULT.get(name),
+                     "placement_error_mm": {"median": _pct(err, 0.5), "p90": _pct(err, 0.9), "max": _pct(err, 1.0),
+                                            "mean": round(sum(err) / len(err), 2) if err else None},
+                     "episode_s": {"median": _pct([r.episode_s for r in rs], 0.5),
+                                   "p90": _pct([r.episode_s for r in rs], 0.9)},
+                     "outcomes": outcomes}
+        if name == "on":
+            ev = [r for r in rs if r.event]
+            out[name]["interfered"] = len(ev)
+            out[name]["by_moment"] = {w: {"n": len(g), "successes": sum(r.success for r in g)}
+                                      for w in ("reach", "carry") if (g := [r for r in ev if r.event["when"] == w])}
+    return out
+
+
+HAND_CLEAR_M = 0.12          # the outside hand puts nothing closer than this (xy) to the gripper
+
+
+def _spot_check(profile, z_m: float, emu):
+    """Where the outside hand may put an object: reachable for a grasp (inside the profile's
+    workspace at grasp height) and not under or beside the gripper (a person does not drop a block
+    onto the descending fingers)."""
+    def ok(xy) -> bool:
+        tcp = emu.snapshot()["pose_mm_deg"]
+        far = ((xy[0] - tcp[0] / 1000.0) ** 2 + (xy[1] - tcp[1] / 1000.0) ** 2) ** 0.5 >= HAND_CLEAR_M
+        return far and not profile.in_workspace([xy[0] * 1000.0, xy[1] * 1000.0, z_m * 1000.0])
+    return ok
+
+
+def run_trials(scene: str = "placement", n: int = 40, interference: str = "both", seed: int = 0,
+               out: str | Path | None = None, profile: str = "xarm6", brain: str = "oracle", vlm: str | None = None,
+               vlm_set=(), images: bool = False, wall_budget_s: float = 300.0, report_hz: float = 5.0,
+               progress=None) -> dict:
+    from motormind.components import EpisodeConfig
+    from motormind.evaluate.interference import InterferencePlan, Interferer
+    from motormind.profile import load_profile
+    from motormind.record import Recorder
+    from motormind.robots.xarm6 import XArm6Robot
+    from motormind.runner import EpisodeRunner
+
+    from ..xarm_emulator import free_loopback_host
+    from .config import load_cell
+    from .emulator import CellEmulator
+
+    say = progress or (lambda s: print(s, file=sys.stderr, flush=True))
+    if interference not in CONDITIONS:
+        raise ValueError(f"--interference: one of {', '.join(CONDITIONS)}, got {interference!r}")
+    cfg = load_cell(scene)
+    prof = load_profile(profile)
+    root = Path(out) if out else Path("runs") / f"trials_{time.strftime('%Y%m%d-%H%M%S')}_{cfg.name}"
+    root.mkdir(parents=True, exist_ok=True)
+    emu = CellEmulator(cfg, free_loopback_host(), 0, camera_port=0 if images else None, report_hz=report_hz).start()
+    robot = None
+    results: list[TrialResult] = []
+    t_start, sim0 = time.monotonic(), emu.physics.sim_time_s
+    cpu0 = emu.physics.step_cpu_s
+    try:
+        robot = XArm6Robot(emu.host, prof, command_port=emu.port, cameras=emu.camera_urls() if images else None)
+        for i in range(n):
+            s = seed + i
+            for cond in CONDITIONS[interference]:
+                trial = emu.reset_scene(s)
+                if robot.fault is not None:
+                    robot.clear_fault()
+                run_dir = root / f"t{s:03d}_{cond}"
+                rec = Recorder(run_dir)
+                rec("trial_start", **trial.to_json(), interference=cond, scene=cfg.name, profile=prof.name)
+                if brain == "oracle":
+                    from motormind.brains.oracle import OracleBrain
+                    b = OracleBrain(emu.scene, prof)          # PRIVILEGED: the cell's true object poses
+                else:
+                    from motormind.brains.openai_brain import build_openai_brain
+                    b = build_openai_brain(vlm or "openai", robot, prof, tuple(vlm_set), rec)
+                ecfg = EpisodeConfig(wall_budget_s=wall_budget_s, images=images)
+                runner = EpisodeRunner(robot, b, trial.instruction, rec, ecfg, success_fn=emu.scene.success,
+                                       steps_fn=lambda: 0)
+                itf = None
+                if cond == "on":
+                    when = "reach" if s % 2 == 0 else "carry"
+                    plan = InterferencePlan.seeded(s, when, cfg.interference_shift_m)
+                    itf = Interferer(plan, emu.scene, trial.goal[0], emu.scene.table_bounds(),
+                                     on_event=lambda ev, rec=rec: rec("interference", **ev.to_json()),
+                                     ok=_spot_check(prof, cfg.table_top_z_m + 0.03, emu))
+                    runner.controller_listeners.append(itf.on_controller_event)
+                t0 = time.monotonic()
+                fault = ""
+                try:
+                    res = runner.run()
+                except Exception as e:  # noqa: BLE001 - a trial that crashes is a failed trial, recorded
+                    fault = f"{type(e).__name__}: {e}"
+                    res = None
+                finally:
+                    if brain != "oracle":
+                        b.close()
+                err = emu.scene.placement_error_mm()
+                ok = emu.scene.success()
+                r = TrialResult(s, cond, trial.instruction, ok, res.outcome if res else "crash",
+                                res.reason if res else fault, round(err, 2) if err is not None else None,
+                                round(time.monotonic() - t0, 2), res.batches if res else 0, res.replans if res else 0,
+                                getattr(b, "name", brain), bool(getattr(b, "privileged", False)),
+                                itf.event.to_json() if itf and itf.event else None, itf.missed if itf else "",
+                                fault or (str(robot.fault) if robot.fault else ""), trial.to_json())
+                rec("trial_end", **{k: v for k, v in asdict(r).items() if k != "trial"})
+                rec.close()
+                results.append(r)
+                moved = f", moved {r.event['object']} {r.event['shift_m'] * 1000:.0f} mm ({r.event['when']})" \
+                    if r.event else (f", interference missed: {r.missed}" if r.missed else "")
+                say(f"trial {s} [{cond}] {'SUCCESS' if ok else 'FAILURE'} {r.outcome}: "
+                    f"{r.placement_error_mm} mm, {r.episode_s:.1f} s, {r.batches} batches, {r.replans} replans{moved}"
+                    + ("" if ok else f" - {r.reason[:120]}"))
+    finally:
+        wall = time.monotonic() - t_start
+        sim = emu.physics.sim_time_s - sim0
+        cpu = emu.physics.step_cpu_s - cpu0
+        if robot is not None:
+            robot.close()
+        emu.stop()
+    summary = {"scene": cfg.name, "profile": prof.name, "brain": results[0].brain if results else brain,
+               "privileged": bool(results and results[0].privileged), "trials": len(results), "seed": seed,
+               "interference": interference, "images": images, "report_hz": report_hz,
+               "conditions": summarize(results),
+               "realtime": {"wall_s": round(wall, 1), "sim_s": round(sim, 1),
+                            "factor": round(sim / wall, 3) if wall > 0 else None,
+                            "physics_capacity": round(sim / cpu, 1) if cpu > 0 else None},
+               "results": [asdict(r) for r in results]}
+    (root / "summary.json").write_text(json.dumps(summary, indent=1))
+    summary["out"] = str(root)
+    return summary
+
+
+def format_summary(s: dict) -> str:
+    lines = [f"{s['trials']} trials on scene {s['scene']!r}, brain {s['brain']}"
+             + (" (PRIVILEGED: the cell's true object poses)" if s["privileged"] else "")]
+    for name, c in s["conditions"].items():
+        e = c["placement_error_mm"]
+        lines.append(f"  {name:>3}: {c['successes']}/{c['n']} = {c['rate']:.1%} (95% Wilson {c['wilson95'][0]:.1%}-"
+                     f"{c['wilson95'][1]:.1%}; seed paper {c['seed_paper']:.0%}); placement error median "
+                     f"{e['median']} mm, p90 {e['p90']} mm, max {e['max']} mm; episode median "
+                     f"{c['episode_s']['median']} s; outcomes {c['outcomes']}")
+    rt = s["realtime"]
+    lines.append(f"  real-time factor {rt['factor']} ({rt['sim_s']} s simulated in {rt['wall_s']} s); the physics "
+                 f"alone steps {rt['physics_capacity']}x faster than real time")
+    lines.append(f"  record: {s['out']}/summary.json")
+    return "\n".join(lines)
+
+
+def register(sub) -> None:
+    from motormind.argtypes import non_negative_int, positive, positive_int, seconds
+    p = sub.add_parser("trials", help="placement trials on the xArm6 rehearsal cell through the real xArm6 backend",
+                       description="Run N placement episodes on the physics-backed xArm6 emulator (a scene of "
+                                   "configs/cells/) through the unmodified SDK, with and without interference; "
+                                   "report success with 95%% Wilson intervals and the placement error.")
+    p.add_argument("robot", choices=["xarm6"])
+    p.add_argument("--scene", default="placement", help="a scene in configs/cells/ or a YAML path")
+    p.add_argument("-n", "--trials", type=positive_int, default=40, help="layouts (seeds seed .. seed+n-1)")
+    p.add_argument("--interference", choices=list(CONDITIONS), default="both",
+                   help="off, on (an object moved mid-episode), or both (each layout twice)")
+    p.add_argument("--seed", type=non_negative_int, default=0)
+    p.add_argument("--brain", choices=["oracle", "openai"], default="oracle")
+    p.add_argument("--vlm", default=None, help="--brain openai: a VLM config (configs/vlm/NAME.yaml or a path)")
+    p.add_argument("--vlm-set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--images", action="store_true",
+                   help="serve the scene's cameras and give the roles their frames (the oracle reads none)")
+    p.add_argument("--profile", default="xarm6", help="robot profile (configs/robots/)")
+    p.add_argument("--wall-budget", type=seconds, default=300.0, help="per episode, seconds")
+    p.add_argument("--report-hz", type=positive, default=5.0, help="the emulator's report rate (the real arm: 5)")
+    p.add_argument("--out", default=None, help="output directory (default runs/trials_<time>_<scene>)")
+    p.set_defaults(fn=_main)
+
+
+def _main(a) -> int:
+    from motormind.errors import ConfigError
+    from .config import load_cell
+    load_cell(a.scene)                       # a bad scene is one line, before anything starts
+    if a.brain == "openai":
+        from motormind.brains.endpoint import checked_vlm_config
+        checked_vlm_config(a.vlm, a.vlm_set)
+    try:
+        s = run_trials(a.scene, a.trials, a.interference, a.seed, a.out, a.profile, a.brain, a.vlm, a.vlm_set,
+                       a.images or a.brain == "openai", a.wall_budget, a.report_hz)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    print(format_summary(s))
+    return 0

@@ -1,0 +1,239 @@
+"""The xArm6 rehearsal cell (sim/xarm_cell/): the wire-level emulator over a MuJoCo scene.
+
+What the arm did is measured from the physics (the privileged scene, as an evaluator would), never
+taken from the stack's own reports: the unmodified SDK picks a block up and puts it on its mark;
+the backend opens the emulated cameras by URL and its frames show the scene where the calibration
+says; contact stops the arm (C31) and reach is refused (C21) as on the controller; placement trials
+run through the real backend with interference that never reaches a prompt."""
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("xarm")
+pytest.importorskip("mujoco")
+
+from motormind.errors import ConfigError  # noqa: E402
+from motormind.profile import load_profile  # noqa: E402
+from motormind.robots.xarm6 import XArm6Robot, XArmFault, _import_sdk  # noqa: E402
+from motormind.sim.xarm_cell.config import cell_from_dict, load_cell  # noqa: E402
+from motormind.sim.xarm_cell.emulator import CellEmulator  # noqa: E402
+from motormind.sim.xarm_emulator import free_loopback_host  # noqa: E402
+
+pytestmark = [pytest.mark.xarm, pytest.mark.sim]
+
+SEED = 3
+
+
+@pytest.fixture(scope="module")
+def cell():
+    emu = CellEmulator("placement", free_loopback_host(), 0, camera_port=0, report_hz=20, seed=SEED).start()
+    yield emu
+    emu.stop()
+
+
+@pytest.fixture
+def fresh(cell):
+    cell.clear_faults()
+    trial = cell.reset_scene(SEED)
+    return cell, trial
+
+
+def sdk(emu):
+    XArmAPI, XCONF = _import_sdk()
+    saved = XCONF.SocketConf.TCP_CONTROL_PORT
+    XCONF.SocketConf.TCP_CONTROL_PORT = emu.port      # the emulator's port (not root: not 502)
+    try:
+        arm = XArmAPI(emu.host, is_radian=False, forbid_uds=True)
+    finally:
+        XCONF.SocketConf.TCP_CONTROL_PORT = saved
+    for rc in (arm.clean_error(), arm.motion_enable(True), arm.set_mode(0), arm.set_state(0),
+               arm.set_gripper_mode(0), arm.set_gripper_enable(True), arm.set_gripper_speed(5000)):
+        assert (rc[0] if isinstance(rc, (list, tuple)) else rc) == 0
+    return arm
+
+
+def yaw_deg(body) -> float:
+    r = body["rot"]
+    return math.degrees(math.atan2(r[3], r[0]))
+
+
+def test_the_unmodified_sdk_picks_a_block_and_places_it_on_its_mark(fresh):
+    emu, trial = fresh
+    _, block, mark = trial.goal[0]
+    world = emu.scene.world()                               # the evaluator's privileged view
+    b, m = world["bodies"][block], world["bodies"][mark]
+    z0 = b["pos"][2]
+    arm = sdk(emu)
+    try:
+        yaw = yaw_deg(b)                                     # fingers (the TCP's x axis) along the block's x
+        assert arm.set_gripper_position(850, wait=True) == 0
+        x, y = b["pos"][0] * 1000, b["pos"][1] * 1000
+        assert arm.set_position(x, y, 120, 180, 0, yaw, speed=150, wait=True) == 0
+        assert arm.set_position(x, y, z0 * 1000 + 5, 180, 0, yaw, speed=80, wait=True) == 0
+        arm.set_gripper_position(0, wait=True)
+        code, pulses = arm.get_gripper_position()
+        width = emu.cell.blocks[block].size_m[0] * 1000
+        assert code == 0 and width - 3 < pulses / 10 < width + 1      # stopped on the block, by contact
+        assert emu.scene.world()["finger_contacts"][block] == ["finger1", "finger2"]
+        assert arm.set_position(x, y, 130, 180, 0, yaw, speed=150, wait=True) == 0
+        lifted = emu.scene.world()["bodies"][block]["pos"][2]
+        assert lifted > z0 + 0.08                                     # it came up with the fingers
+        mx, my = m["pos"][0] * 1000, m["pos"][1] * 1000
+        assert arm.set_position(mx, my, 130, 180, 0, yaw, speed=150, wait=True) == 0
+        assert not emu.scene.predicate(["on", block, mark])          # held above it: not on it yet
+        assert arm.set_position(mx, my, z0 * 1000 + 5 + 2 + 4, 180, 0, yaw, speed=80, wait=True) == 0
+        assert arm.set_gripper_position(850, wait=True) == 0
+        assert arm.set_position(mx, my, 130, 180, 0, yaw, speed=150, wait=True) == 0
+        time.sleep(0.3)
+        assert emu.scene.predicate(["on", block, mark]) and emu.scene.success()
+        assert emu.scene.placement_error_mm() < 3.0
+        # the pose the controller reports is the physics' TCP (FK of the measured joints, TCP offset)
+        code, pose = arm.get_position()
+        site, _ = emu.physics.tcp()
+        assert code == 0 and np.allclose(np.array(pose[:3]) / 1000, site, atol=2e-4)
+    finally:
+        arm.disconnect()
+
+
+def test_the_backend_opens_the_emulated_cameras_by_url_and_sees_the_scene(fresh):
+    emu, trial = fresh
+    urls = emu.camera_urls()
+    assert sorted(urls) == ["front", "wrist"] and all(u.startswith("http://") and u.endswith(".mjpg")
+                                                      for u in urls.values())
+    robot = XArm6Robot(emu.host, load_profile("xarm6"), command_port=emu.port, cameras=urls)
+    try:
+        obs = robot.observe(images=True)
+        assert sorted(obs.images) == ["front", "wrist"]
+        for img in obs.images.values():
+            assert img.shape == (240, 320, 3) and img.dtype == np.uint8 and img.std() > 10
+
+        spec = emu.cell.cameras["front"]
+        k = spec.intrinsics()
+
+        def red_centroid(img):
+            ys, xs = np.nonzero((img[:, :, 0] > 150) & (img[:, :, 1] < 90) & (img[:, :, 2] < 90))
+            assert len(xs) > 20, "no red block in the front camera's frame"
+            return np.array([xs.mean(), ys.mean()])
+
+        def projected(p):                     # the calibration: base frame -> pixel (OpenCV pinhole)
+            c = spec.rot.T @ (np.asarray(p) - np.asarray(spec.position_m))
+            return np.array([k["fx"] * c[0] / c[2] + k["cx"], k["fy"] * c[1] / c[2] + k["cy"]])
+
+        p0 = emu.scene.world()["bodies"]["red_block"]["pos"]
+        assert np.linalg.norm(red_centroid(obs.images["front"]) - projected(p0)) < 6.0
+        # the newest frame, not a backlog: the block moved by an outside hand shows at once
+        time.sleep(2.0)                       # the stream runs on while nobody reads it
+        emu.scene.move_object("red_block", p0[0] + 0.08, p0[1] - 0.06)
+        p1 = emu.scene.world()["bodies"]["red_block"]["pos"]
+        time.sleep(0.6)                       # a few frame periods at 5 fps
+        seen = red_centroid(robot.observe(images=True).images["front"])
+        assert np.linalg.norm(seen - projected(p1)) < 6.0 and np.linalg.norm(seen - projected(p0)) > 15.0
+        # the cameras' index tells the calibration
+        import urllib.request
+        with urllib.request.urlopen(emu.cameras.url + "/", timeout=5) as r:
+            index = json.loads(r.read())
+        cal = index["cameras"]["front"]["calibration"]
+        assert cal["frame"] == "base" and cal["position_m"] == list(spec.position_m) and cal["fx"] == k["fx"]
+        with urllib.request.urlopen(emu.cameras.url + "/wrist.jpg", timeout=5) as r:
+            assert r.headers["Content-Type"] == "image/jpeg" and r.read(2) == b"\xff\xd8"
+    finally:
+        robot.close()
+
+
+def test_contact_stops_the_arm_and_unreachable_targets_fault_as_on_the_controller(fresh):
+    emu, trial = fresh
+    prof = load_profile("xarm6")
+    robot = XArm6Robot(emu.host, prof, command_port=emu.port)
+    try:
+        assert robot.read_safety()["collision_sensitivity"] == 3
+        b = emu.scene.world()["bodies"][trial.goal[0][1]]
+        x, y, top = b["pos"][0] * 1000, b["pos"][1] * 1000, b["hi"][2] * 1000
+        robot.set_gripper(0.0)                                  # closed: the fingertips come down on its top
+        robot.move_to(x, y, top + 40, 180, 0, 0)
+        with pytest.raises(XArmFault) as e:
+            robot.move_to(x, y, top - 20, 180, 0, 0)            # 10 mm into the block with the fingertips
+        assert e.value.kind == "collision" and e.value.code == 31
+        snap = emu.snapshot()
+        assert snap["error"] == 31 and not snap["moving"] and snap["pose_mm_deg"][2] > top + 5
+        robot.clear_fault()
+        robot.move_to(x, y, top + 40, 180, 0, 0)                # and it moves again after the operator's reset
+    finally:
+        robot.close()
+    arm = sdk(emu)
+    try:
+        # inside the fence the backend wrote (x 150..650, y +-400 mm) but beyond the arm's reach
+        assert arm.set_position(650, 400, 30, 180, 0, 0, speed=100, wait=True) != 0
+        assert arm.get_err_warn_code()[1][0] == 21
+    finally:
+        arm.disconnect()
+
+
+def test_scene_configs_name_the_field_and_the_limit():
+    cfg = load_cell("placement")
+    assert set(cfg.blocks) == {"red_block", "blue_block"} and set(cfg.marks) == {"green_mark", "yellow_mark"}
+    assert cfg.tcp_offset == (0, 0, 172, 0, 0, 90)
+    import yaml
+    from motormind.paths import config_dir
+    good = yaml.safe_load((config_dir() / "cells" / "placement.yaml").read_text())
+    cases = [
+        (("blocks", "red_block", "size_m"), [0.04, -0.04, 0.06], "blocks.red_block.size_m[1]: must be > 0"),
+        (("blocks", "red_block", "colour"), [1, 0, 0, 1], "blocks.red_block: unknown key(s) ['colour']"),
+        (("cameras", "front", "mount"), "ceiling", "cameras.front.mount: must be one of fixed, flange"),
+        (("cameras", "front", "quat_xyzw"), [0, 0, 0, 1], "give exactly one of quat_xyzw"),
+        (("layout", "area_x_m"), [0.5, 0.3], "layout.area_x_m: lo 0.5 must be <= hi 0.3"),
+        (("layout", "area_y_m"), [-0.9, 0.2], "layout.area_y_m: [-0.9, 0.2] must lie on the table"),
+        (("arm", "tcp_offset"), [0, 0, 172], "arm.tcp_offset: must be 6 numbers"),
+        (("gripper", "force_n"), 0, "gripper.force_n: must be > 0"),
+    ]
+    for path, value, msg in cases:
+        d = json.loads(json.dumps(good))
+        node = d
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            cell_from_dict(d, "placement.yaml")
+    with pytest.raises(ConfigError, match="--scene: 'nosuch' is not a scene .known: placement"):
+        load_cell("nosuch")
+
+
+def test_the_command_line_refuses_what_the_kinematic_emulator_cannot_do():
+    def run(*args):
+        p = subprocess.run([sys.executable, "-m", "motormind.cli", "emulate", "xarm6", *args],
+                           capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stderr.strip().splitlines()
+    rc, err = run("--scene", "nosuch", "--port", "0")
+    assert rc == 2 and len(err) == 1 and "--scene: 'nosuch' is not a scene" in err[0]
+    rc, err = run("--seed", "4", "--port", "0")
+    assert rc == 2 and err == ["motormind emulate xarm6: error: --seed: only with --scene NAME"]
+
+
+def test_trials_with_interference_record_the_event_and_no_prompt_holds_it(tmp_path):
+    from motormind.sim.xarm_cell.trials import run_trials
+    s = run_trials("placement", n=1, interference="on", seed=4, out=tmp_path, progress=lambda _: None)
+    (r,) = s["results"]
+    assert r["interference"] == "on" and r["event"] is not None and r["privileged"] and r["brain"] == "oracle"
+    ev = r["event"]
+    assert ev["when"] == "reach" and ev["object"] == r["trial"]["goal"][0][1] and 0.09 <= ev["shift_m"] <= 0.16
+    c = s["conditions"]["on"]
+    assert c["n"] == 1 and c["interfered"] == 1 and c["seed_paper"] == 0.92
+    assert c["successes"] == int(r["success"]) and len(c["wilson95"]) == 2
+    assert s["realtime"]["factor"] > 0.5 and s["realtime"]["physics_capacity"] > 1
+    events = [json.loads(x) for x in (tmp_path / "t004_on" / "events.jsonl").read_text().splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("interference") == 1 and events[kinds.index("interference")]["privileged"] is True
+    prompts = [e.get("system", "") + e.get("user", "") for e in events if e["kind"] == "vlm_call"]
+    assert len(prompts) >= 3
+    moved_mm = [f"{v * 1000:.1f}" for v in ev["moved_to_m"][:2]]
+    for p in prompts:
+        assert "interference" not in p.lower() and "outside hand" not in p.lower()
+        assert not all(m in p for m in moved_mm)
+    if r["success"]:                                   # judged from physics: the block is on its mark
+        assert r["placement_error_mm"] < 37.5 and r["outcome"] == "success"
+    assert json.loads((tmp_path / "summary.json").read_text())["trials"] == 1
