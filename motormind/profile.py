@@ -64,7 +64,7 @@ class RobotProfile:
     cameras: dict = field(default_factory=dict)   # name -> views.CameraView: where each camera looks from
 
     def in_workspace(self, pos_mm) -> list[str]:
-        """The workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z=-25.0 < -20.0']; a
+        """The workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z=-35.0 < -30.0']; a
         position that is not finite violates them all (the check fails closed)."""
         out = []
         for i, ax in enumerate("xyz"):

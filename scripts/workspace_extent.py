@@ -71,6 +71,7 @@ def main(argv=None) -> int:
                     bad = prof.in_workspace(p)
                     if bad:
                         outside.append((suite, task, init, what, p, bad))
+                        print("OUTSIDE", suite, task, init, what, p, bad, file=sys.stderr)
             robot.close()
             print(f"{suite}/{task}: {len(rows)} points so far, {len(outside)} outside", file=sys.stderr)
     ext = {ax: [min(r["mm"][i] for r in rows), max(r["mm"][i] for r in rows)] for i, ax in enumerate("xyz")}
