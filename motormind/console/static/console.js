@@ -71,9 +71,15 @@ $("form-instruction").addEventListener("submit", (ev) => {
   ev.preventDefault();
   act("instruction", { text: $("instruction").value });
 });
-$("approval").addEventListener("change", (ev) => act("approval", { on: ev.target.checked }));
-$("take-executor").addEventListener("change", (ev) => act("takeover", { role: "executor", on: ev.target.checked }));
-$("take-verifier").addEventListener("change", (ev) => act("takeover", { role: "verifier", on: ev.target.checked }));
+// a toggle the operator just set is not reset from a state rendered before the server answered
+const pendingToggles = new Set();
+function toggle(id, action, body) {
+  pendingToggles.add(id);
+  act(action, body).finally(() => pendingToggles.delete(id));
+}
+$("approval").addEventListener("change", (ev) => toggle("approval", "approval", { on: ev.target.checked }));
+$("take-executor").addEventListener("change", (ev) => toggle("take-executor", "takeover", { role: "executor", on: ev.target.checked }));
+$("take-verifier").addEventListener("change", (ev) => toggle("take-verifier", "takeover", { role: "verifier", on: ev.target.checked }));
 
 function jog(command) { return act("jog", { command }, "jog-result"); }
 const mm = () => Number($("jog-mm").value);
@@ -193,9 +199,9 @@ function render(s) {
   const canAct = hasToken && (!holder || mine);
   for (const b of document.querySelectorAll(".controls button, .controls input, #jog-pad button, #btn-reset")) b.disabled = !canAct;
   $("btn-estop").disabled = false;                 // always there; without the token the server refuses it
-  $("approval").checked = !!desk.approval;
-  $("take-executor").checked = (desk.takeover || []).includes("executor");
-  $("take-verifier").checked = (desk.takeover || []).includes("verifier");
+  const shown = { "approval": !!desk.approval, "take-executor": (desk.takeover || []).includes("executor"),
+                  "take-verifier": (desk.takeover || []).includes("verifier") };
+  for (const [id, on] of Object.entries(shown)) if (!pendingToggles.has(id)) $(id).checked = on;
 
   renderCameras(s);
   const m = s.measured || {};
