@@ -34,6 +34,7 @@ from .results import Status
 from .roles.planner import Subgoal
 from .roles.verifier import Verdict
 from .views import describe as describe_views
+from .vocabulary import prompt_block
 
 
 def _noop(*_a, **_k) -> None:
@@ -77,10 +78,12 @@ class Context:
 
     def base(self, state: dict, plan: list[Subgoal]) -> dict:
         p = self.profile
+        directions, axes = ", ".join(sorted(p.directions)), ", ".join(sorted(p.rotation_axes))
         return {
             "instruction": self.instruction, "robot_description": p.description,
-            "directions": ", ".join(sorted(p.directions)), "axes": ", ".join(sorted(p.rotation_axes)),
-            "rotation_frame": p.rotation_frame, "limits": json.dumps(p.describe_limits()),
+            "directions": directions, "axes": axes, "rotation_frame": p.rotation_frame,
+            "vocabulary": prompt_block(directions, axes, p.rotation_frame),
+            "limits": json.dumps(p.describe_limits()),
             "state": json.dumps(state), "memory": self.memory_text(),
             "plan": json.dumps([asdict(s) for s in plan]),
             "cameras": describe_views(p.cameras, p.directions, self.camera_names),

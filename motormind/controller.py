@@ -199,12 +199,19 @@ class Controller:
         batch itself is unusable (not an object, no command list), a single batch-level reason."""
         prof = self.profile
         try:
-            if isinstance(data, (str, bytes)):
-                obj = decode_json(data, "batch")
-            else:                                 # a transport's dict: bounded before a report echoes it
-                obj = data
-                check_depth(obj, "batch")
-            header, parsed, issues = check_batch(obj, prof)
+            if isinstance(data, Batch) and data.profile is prof:     # parsed against this profile: not again
+                obj = {"commands": [c.to_json() for c in data.commands]}
+                header, parsed, issues = {"batch_id": data.batch_id, "subgoal_id": data.subgoal_id}, \
+                    list(data.commands), []
+            else:
+                if isinstance(data, Batch):       # parsed against another profile: its limits are checked here
+                    data = data.raw or data.to_json()
+                if isinstance(data, (str, bytes)):
+                    obj = decode_json(data, "batch")
+                else:                             # a transport's dict: bounded before a report echoes it
+                    obj = data
+                    check_depth(obj, "batch")
+                header, parsed, issues = check_batch(obj, prof)
         except CommandError as e:
             return None, [str(e)], {"batch_id": "", "subgoal_id": "", "commands": []}
         except Exception as e:  # noqa: BLE001 - fail closed: what no check can digest moves nothing
@@ -240,7 +247,8 @@ class Controller:
             why = "; ".join(batch_reasons) if batch_reasons else f"command {first} is invalid"
             reasons = [r or f"not run: {why}" for r in reasons]
             return None, reasons, header
-        return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj), reasons, header
+        return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj, profile=prof), \
+            reasons, header
 
     # -- the bounds, predicted and at execution ---------------------------------------------------
     @staticmethod
@@ -277,8 +285,6 @@ class Controller:
     def _run(self, data, cancel: CancelToken, source: str, hold: bool = True) -> Report:
         t0 = self.clock()
         obs0 = self.robot.observe()
-        if isinstance(data, Batch):
-            data = data.to_json()
         batch, reasons, header = self.validate(data, obs0, source)
         bid, sgid = header.get("batch_id", ""), header.get("subgoal_id", "")
         if batch is None or self._estop.is_set():

@@ -388,6 +388,7 @@ class ConsoleNode(MotorMindNode):
         self.runtime = rt = RosRuntime(self)
         self.view = rt.view
         p = self.profile
+        self.view.directions = p.directions
         self.view.set_extra(transport=rt.transport, robot={
             "profile": p.name, "description": p.description, "directions": sorted(p.directions),
             "axes": sorted(p.rotation_axes), "limits": p.describe_limits(), "cameras": []},
