@@ -69,7 +69,7 @@ def brain_config(spec: RunSpec):
 
 def robot_config(spec: RunSpec):
     """The LIBERO-PRO task a run spec names (sim/libero_pro/config.py)."""
-    from ..sim.libero_pro.config import LiberoConfig
+    from motormind.sim.libero_pro.config import LiberoConfig
     return LiberoConfig(suite=spec.suite, task=spec.task, init_state=spec.init_state, seed=spec.seed,
                         image_size=render_size_for(spec), max_steps=spec.max_steps)
 

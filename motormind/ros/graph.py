@@ -49,7 +49,7 @@ TOPICS = {t.name: t for t in [
     Topic("privileged/request", "std_msgs/msg/String", True, False, 10,
           "EVALUATOR ONLY: oracle brain calls and the success check, answered next to the simulator"),
     Topic("privileged/response", "std_msgs/msg/String", True, False, 10, "EVALUATOR ONLY: the answers"),
-    # the operator console (motormind/ros/console_node.py, docs/console-ros.md)
+    # the operator console (motormind/ros/console_node.py, docs/console.md)
     Topic("pause", "std_msgs/msg/Bool", True, True, 1,
           "operator pause; latched: the Controller holds at its next action boundary, the Executor before "
           "its next batch, until false"),
@@ -108,7 +108,7 @@ SHARED_ARGS = [
     Arg("config", "", "the configuration file the launch starts from (default: the installed config/motormind.yaml)"),
     Arg("record", "", "write the episode to this MCAP file (empty: no recording)"),
     Arg("vlm", "openai", "with brain:=openai, the VLM config (configs/vlm/NAME.yaml or a path)"),
-    Arg("console", "false", "start the operator console node (a web page; docs/console-ros.md)", bool),
+    Arg("console", "false", "start the operator console node (a web page; docs/console.md)", bool),
     Arg("console_host", "127.0.0.1", "with console:=true, the address the page is served on"),
     Arg("console_port", "8765", "with console:=true, the port (0: any free one)", int),
     Arg("console_token", "", "with console:=true, the control token (empty: a random one, printed at start)"),

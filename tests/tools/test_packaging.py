@@ -11,7 +11,7 @@ import pytest
 
 from motormind.ros.graph import EXECUTABLES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # what colcon-python-setup-py runs to read an ament_python package (its package identification)
 COLCON_READ = """

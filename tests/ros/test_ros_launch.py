@@ -16,7 +16,7 @@ from waiting import wait_for
 from motormind.ros import graph
 from motormind.ros.launcher import Launcher, parse_node_argv
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Action:
