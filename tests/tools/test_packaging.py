@@ -44,6 +44,20 @@ def test_pyproject_and_package_xml_describe_one_package():
     assert xml["build_type"] == "ament_python"
 
 
+def test_every_python_package_of_the_checkout_is_installed():
+    """A wheel (or a colcon build) installs only the packages pyproject.toml lists: a new sub-package
+    missing there works in an editable install and is absent from a real one."""
+    tomllib = pytest.importorskip("tomllib")
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(tool["packages"])
+    found = set()
+    for name, folder in tool["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((name, *rel)))
+    assert found - listed == set(), "packages missing from pyproject.toml [tool.setuptools] packages"
+
+
 def test_setup_py_reads_as_colcon_reads_it():
     p = subprocess.run([sys.executable, "-c", COLCON_READ], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-3000:]
