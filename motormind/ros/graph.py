@@ -1,7 +1,7 @@
 """The MotorMind ROS 2 graph as data: topics and their QoS, the nodes of each setup, the launch
 arguments and the configuration they give the nodes. The one source of truth for
 ``launch/*.launch.py`` (real ROS 2 launch files) and ``motormind launch`` (separate processes
-without the ros2 CLI): both write ``config_for(setup, args)`` to one file and start every node with
+without the ros2 CLI): both write ``nodes(setup, args)``'s configuration to one file and start every node with
 ``config:=`` that file (``motormind/ros/settings.py``).
 
 Pure Python: nothing here imports rclpy, so the CLI and the launch files can read it anywhere.

@@ -3,12 +3,12 @@
 A node has one ROS parameter, ``config``: the path of this file (default: the packaged one). Each
 node reads the whole file strictly and uses its own sections; ``motormind launch`` and the launch
 files write the file once per launch (the packaged one with the launch arguments applied,
-``graph.config_for``), so every node of a graph reads the same settings::
+``graph.nodes``), so every node of a graph reads the same settings::
 
     profile: libero_panda              # the robot profile every node describes and the Controller validates with
     robot: {type: libero, suite: libero_spatial, task: 0}    # the backend (motormind/registry.py ROBOTS)
     brain: {type: oracle}              # the roles' brain (motormind/registry.py BRAINS)
-    episode: {wall_budget_s: 900}      # motormind/episode/config.py
+    episode: {max_batches: 40}         # motormind/episode/config.py (omitted: its defaults)
     nodes: ...  controller: ...  executor: ...  planner: ...  recorder: ...  console: ...
 
 Pure Python (no rclpy): the launcher and the command line read it anywhere.
