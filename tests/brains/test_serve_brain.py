@@ -113,13 +113,29 @@ def test_replay_of_a_recorded_episode(tmp_path):
     assert list(robot2.pos) == list(robot.pos)
 
 
+def _box_body(lo, hi, kind="object"):
+    """A body of Scene.world() made of one axis-aligned box (its origin at its bottom centre)."""
+    lo, hi = [float(v) for v in lo], [float(v) for v in hi]
+    pos = [(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, lo[2]]
+    half = [(h - l) / 2 for l, h in zip(lo, hi)]
+    centre = [(l + h) / 2 for l, h in zip(lo, hi)]
+    eye = [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0]
+    return {"kind": kind, "pos": pos, "rot": eye, "boxes": [[lo, hi]], "obbs": [centre + half + eye], "lo": lo,
+            "hi": hi, "local_lo": [lo[i] - pos[i] for i in range(3)], "local_hi": [hi[i] - pos[i] for i in range(3)]}
+
+
 def test_standalone_oracle_answers_from_the_scene_snapshot():
+    world = {"bodies": {"bowl_1": _box_body([0.5, 0.0, 0.0], [0.56, 0.06, 0.05]),
+                        "plate_1": _box_body([0.4, 0.2, 0.0], [0.5, 0.3, 0.02])},
+             "static": [[[-0.5, -0.6, -0.05], [1.0, 0.6, 0.0]]],
+             "static_obbs": [[0.25, 0.0, -0.025, 0.75, 0.6, 0.025, 1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0]],
+             "ground_z": None, "articulations": [], "predicates": {}, "regions": {}, "finger_contacts": {}}
     snap = {"goal_state": [["on", "bowl_1", "plate_1"]], "goal_status": [[["on", "bowl_1", "plate_1"], False]],
             "objects": {"bowl_1": {"kind": "object", "aabb_lo_m": [0.5, 0.0, 0.0], "aabb_hi_m": [0.56, 0.06, 0.05]},
                         "plate_1": {"kind": "object", "aabb_lo_m": [0.4, 0.2, 0.0], "aabb_hi_m": [0.5, 0.3, 0.02]}},
-            "regions": {}}
+            "regions": {}, "world": world}
     state = json.dumps({"eef_pos_mm": [450.0, 0.0, 300.0], "gripper_width_mm": 78.0, "gripper_fraction": 1.0,
-                        "eef_yaw_deg": 90.0})
+                        "eef_yaw_deg": 90.0, "eef_quat_xyzw": [-0.7071, -0.7071, 0.0, 0.0]})
     oracle = SnapshotOracle("libero_panda")
     with BrainServer(oracle) as srv:
         brain = OpenAIBrain(load_vlm_config("local-oracle", [f"base_url={srv.url}", "serve=null", "send_context=true"]))
@@ -135,7 +151,7 @@ def test_standalone_oracle_answers_from_the_scene_snapshot():
         brain.scene_fn = Scene
         plan, res = Planner(brain, rec).plan({"state": state}, {})
         brain.close()
-    assert [s.id for s in plan] == ["p1g0a", "p1g0b", "p1g0c"] and "bowl_1" in plan[0].description
+    assert [s.id for s in plan] == ["p1s0gr", "p1s1ca", "p1s2pl"] and "bowl_1" in plan[0].description
     assert res.privileged
 
 

@@ -30,7 +30,7 @@ from ... import SCHEMA_VERSION
 from ..base import Brain, BrainReply, BrainRequest
 from . import articulated as art
 from . import pickplace as pp
-from .motion import path_commands, route, rotations
+from .motion import path_commands, rotations, route, safe_height
 from .world import MAX_GAP_M, World, gripper_boxes
 
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
@@ -38,6 +38,15 @@ TEST_LIFT_M = 0.02         # a grasp batch ends lifting this much: the Verifier 
 HOLD_MIN_MM = pp.HOLD_MIN_MM
 RELEASE_M = pp.RELEASE_M
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
+
+
+def _spin_all(bundle):
+    """The bundle's footprint in any turn about the grip site (its boxes grown to their reach)."""
+    from .world import Boxes
+    r = np.linalg.norm(bundle.c[:, :2], axis=1) + np.linalg.norm(bundle.h[:, :2], axis=1)
+    h = np.column_stack([r, r, bundle.h[:, 2]])
+    c = np.column_stack([np.zeros(len(r)), np.zeros(len(r)), bundle.c[:, 2]])
+    return Boxes(c, h, np.broadcast_to(np.eye(3), (len(r), 3, 3)).copy())
 
 
 @dataclass
@@ -212,12 +221,22 @@ class OracleBrain(Brain):
         if not pp.held(w, a, pose, prof):
             return [{"op": "gripper", "action": "open"}], True    # lost it: claim and let the Verifier say no
         target = pp.place_target(w, a, pred)
-        rel = w.bodies[a].pos - pose.grip
+        body = w.bodies[a]
+        if self._over(w, a, target, 0.06):           # there already (a lowering stopped on contact)
+            return [], True
+        rel = body.pos - pose.grip
         goal = pp.grip_at(target, rel, lift=pp.HOVER_M)
         bundle = pp.bundle(w, a, pose)
         lift = np.array([pose.grip[0], pose.grip[1], pose.grip[2] + 0.02])   # off the support first
-        pts = [lift] + route(w, lift, goal, bundle, exclude=(a,))
-        return path_commands(pose.grip, pts, prof), True
+        turn = rotations("yaw", target.spin, prof)
+        if not turn:
+            pts = [lift] + route(w, lift, goal, bundle, exclude=(a,))
+            return path_commands(pose.grip, pts, prof), True
+        # the object turns on the way (a book into a slot): up clear of everything, turn, across, down
+        top = np.array([goal[0], goal[1], max(lift[2], goal[2],
+                                              safe_height(w, lift, goal, _spin_all(bundle), (a,)))])
+        up = np.array([lift[0], lift[1], top[2]])
+        return (path_commands(pose.grip, [lift, up], prof) + turn + path_commands(up, [top, goal], prof)), True
 
     def _x_place(self, w: World, pose: pp.Pose, a, b, pred):
         prof = self.profile
@@ -227,7 +246,9 @@ class OracleBrain(Brain):
             rel = w.bodies[a].pos - pose.grip
             goal = pp.grip_at(target, rel)
             off = np.linalg.norm((goal - pose.grip)[:2])
-            if off > pp.ORIGIN_TOL_M:                  # drifted: re-align above first
+            if self._over(w, a, target, 0.035):      # low enough (the last lowering met the support): let go
+                pass
+            elif off > pp.ORIGIN_TOL_M:                # drifted: re-align above first
                 above = np.array([goal[0], goal[1], max(goal[2] + pp.HOVER_M, pose.grip[2])])
                 cmds += path_commands(pose.grip, route(w, pose.grip, above, pp.bundle(w, a, pose), (a,)), prof)
                 cmds += path_commands(above, [goal], prof)
@@ -235,6 +256,13 @@ class OracleBrain(Brain):
                 cmds += path_commands(pose.grip, [goal], prof)
         cmds.append({"op": "gripper", "action": "open"})
         return cmds, True
+
+    @staticmethod
+    def _over(w: World, a: str, target: pp.Target, within: float) -> bool:
+        """``a``'s origin over its release spot, its bottom less than ``within`` over the support."""
+        body = w.bodies[a]
+        dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
+        return dxy < pp.ORIGIN_TOL_M and -0.01 < float(body.lo[2]) - target.support_z < within
 
     def _x_confirm(self, w, pose, a, b, pred):
         return [], True

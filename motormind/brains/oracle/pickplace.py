@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .world import MAX_GAP_M, Boxes, World, gripper_boxes, separation, wrap
+from .world import MAX_GAP_M, Boxes, World, gripper_boxes, rot_z, separation, wrap
 
 STRADDLE_MAX_M = 0.066     # widest object the open fingers straddle with room on both sides
 RIM_INSET_M = 0.006        # a rim grasp's point inside the wall's outer face
@@ -49,6 +49,7 @@ ORIGIN_TOL_M = 0.015       # a carry is done with the origin this close over its
 PLACE_SPAN = 0.7           # a release spot within this fraction of a region's half sizes
 PLACE_GRID = (0.0, -0.5, 0.5, -1.0, 1.0)   # the spots tried along each axis (fractions of that span)
 PLACE_COLUMN_M = (0.0, 0.04, 0.09, 0.15)   # heights over a release the object comes down through
+PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
 RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
 SHOULDER = np.array([0.0, 0.0, 0.333])   # the Panda's shoulder above its base (m)
 REACH_M = 0.78             # comfortable reach of the wrist flange from the shoulder
@@ -216,17 +217,24 @@ class Target:
     origin: np.ndarray         # where the object's body origin goes (xy; z = its height at release)
     support_z: float           # the surface it is released onto
     exclude: tuple             # bodies the carried object may touch at the end (the support)
+    spin: float = 0.0          # the wrist turns the object this much (rad, about the vertical) on the way
+
+
+def spun(world: World, a: str, spin: float, origin) -> Boxes:
+    """``a``'s boxes turned by ``spin`` about the vertical through its origin, moved to ``origin``."""
+    b = world.bodies[a]
+    r = rot_z(spin)
+    return Boxes(np.asarray(origin) + (b.obbs.c - b.pos) @ r.T, b.obbs.h, np.einsum("ij,njk->nik", r, b.obbs.R))
 
 
 def place_target(world: World, a: str, pred) -> Target:
     """Where ``a`` is released for ``pred`` (On / In): the origin spot, among those the predicate
     accepts (a region's box, 3 cm around an object's origin), where the object, hanging RELEASE_M
-    over what is under it, is clearest of everything else, nearest the middle and lowest (on the
-    surface meant, not on a neighbour)."""
+    over what is under it, is clearest of everything else on the way down, nearest the middle
+    and lowest (on the surface meant, not on a neighbour). Into a region the object may be turned
+    (a book into a slot): a quarter or an eighth turn when that fits it better."""
     op, b = pred[0].lower(), pred[2]
     body = world.bodies[a]
-    foot = np.array([body.lo[:2] - body.pos[:2], body.hi[:2] - body.pos[:2]])   # footprint around the origin
-    shrink = np.array([[0.006, 0.006], [-0.006, -0.006]])
     if b in world.regions:
         rg = world.regions[b]
         centre = np.asarray(rg["centre"], float)[:2]
@@ -237,27 +245,33 @@ def place_target(world: World, a: str, pred) -> Target:
         centre = tb.pos[:2].copy()
         half = np.array([0.012, 0.012])
         below = float(tb.hi[2]) + 0.001
+    spins = PLACE_SPINS if op == "in" else (0.0,)
     bottom_off = float(body.lo[2] - body.pos[2])
     spots = []
-    for fx in PLACE_GRID:
-        for fy in PLACE_GRID:
-            xy = centre + half * [fx, fy]
-            fp = foot + shrink + xy
-            support = world.top_under(fp[0], fp[1], exclude=(a,), below=below)
-            if not math.isfinite(support):
-                support = float(body.lo[2])
-            origin = np.array([xy[0], xy[1], support + RELEASE_M - bottom_off])
-            clear = min(world.clearance(body.obbs.shifted(origin - body.pos + [0, 0, dz]), exclude=(a,))
-                        for dz in PLACE_COLUMN_M) if len(body.obbs) else 0.0   # there, and the way down
-            spots.append((origin, support, clear, float(np.hypot(fx, fy))))
+    for spin in spins:
+        for fx in PLACE_GRID:
+            for fy in PLACE_GRID:
+                xy = centre + half * [fx, fy]
+                at = np.array([xy[0], xy[1], body.pos[2]])
+                foot = spun(world, a, spin, at).aabb() if len(body.obbs) else np.array([[body.lo, body.hi]])
+                flo, fhi = foot[:, 0, :2].min(axis=0) + 0.006, foot[:, 1, :2].max(axis=0) - 0.006
+                support = world.top_under(flo, fhi, exclude=(a,), below=below)
+                if not math.isfinite(support):
+                    support = float(body.lo[2])
+                origin = np.array([xy[0], xy[1], support + RELEASE_M - bottom_off])
+                clear = min(world.clearance(spun(world, a, spin, origin + [0, 0, dz]), exclude=(a,))
+                            for dz in PLACE_COLUMN_M) if len(body.obbs) else 0.0   # there, and the way down
+                spots.append((origin, support, clear, float(np.hypot(fx, fy)) + abs(spin), spin))
     lowest = min(sp[1] for sp in spots)
-    origin, support, _, _ = max(spots, key=lambda sp: min(sp[2], 0.015) - 0.02 * sp[3] - (sp[1] - lowest))
-    return Target(origin, support, (a,))
+    origin, support, _, _, spin = max(spots, key=lambda sp: min(sp[2], 0.015) - 0.02 * sp[3]
+                                      - 5.0 * (sp[1] - lowest))
+    return Target(origin, support, (a,), spin)
 
 
 def grip_at(target: Target, grasp_rel: np.ndarray, lift: float = 0.0) -> np.ndarray:
-    """The grip point that puts the object's origin at the target (``grasp_rel`` = origin - grip)."""
-    return target.origin - grasp_rel + np.array([0.0, 0.0, lift])
+    """The grip point that puts the object's origin at the target (``grasp_rel`` = origin - grip,
+    now; the wrist's turn by ``target.spin`` turns it too)."""
+    return target.origin - rot_z(target.spin) @ grasp_rel + np.array([0.0, 0.0, lift])
 
 
 def reach_excess(p) -> float:
@@ -296,8 +310,8 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
         if target is not None:
             rel = body.pos - g.point
             gp = grip_at(target, rel)
-            held_g = gripper_boxes(np.zeros(3), yaw, max(g.width_m, 0.01))
-            bundle_p = held_g + body.obbs.shifted(-g.point) if len(body.obbs) else held_g
+            held_g = gripper_boxes(np.zeros(3), yaw + target.spin, max(g.width_m, 0.01))
+            bundle_p = held_g + spun(world, a, target.spin, target.origin).shifted(-gp) if len(body.obbs) else held_g
             for dz in PLACE_COLUMN_M:                 # the release pose, and the way down to it
                 clear = min(clear, world.clearance(bundle_p.shifted(gp + [0, 0, dz]), exclude=(a,))
                             + (0.012 if dz == 0.0 else 0.0))   # (the object hangs RELEASE_M over its support)

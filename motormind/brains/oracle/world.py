@@ -31,6 +31,7 @@ class Boxes:
     c: np.ndarray
     h: np.ndarray
     R: np.ndarray
+    _aabb: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_rows(cls, rows) -> "Boxes":
@@ -52,31 +53,51 @@ class Boxes:
                      np.concatenate([self.R, other.R]))
 
     def aabb(self) -> np.ndarray:
-        """(n, 2, 3) axis-aligned boxes around them."""
-        ext = np.einsum("nij,nj->ni", np.abs(self.R), self.h)
-        return np.stack([self.c - ext, self.c + ext], axis=1)
+        """(n, 2, 3) axis-aligned boxes around them (computed once: boxes are not changed in place)."""
+        if self._aabb is None:
+            ext = np.einsum("nij,nj->ni", np.abs(self.R), self.h)
+            self._aabb = np.stack([self.c - ext, self.c + ext], axis=1)
+        return self._aabb
+
+
+def _sat_pairs(a: Boxes, b: Boxes, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """The separating-axis gap of the box pairs (a[i], b[j]): the largest gap over their 15 axes."""
+    A, B = a.R[i].transpose(0, 2, 1), b.R[j].transpose(0, 2, 1)          # (k, 3, 3), rows = axes
+    k = len(i)
+    cross = np.cross(A[:, :, None, :], B[:, None, :, :]).reshape(k, 9, 3)
+    L = np.concatenate([A, B, cross], axis=1)                            # (k, 15, 3)
+    norm = np.linalg.norm(L, axis=2)
+    ok = norm > 1e-6
+    L = L / np.where(ok, norm, 1.0)[..., None]
+    d = b.c[j] - a.c[i]
+    dist = np.abs(np.einsum("kj,klj->kl", d, L))
+    ra = np.einsum("klm,km->kl", np.abs(np.einsum("kmj,klj->klm", A, L)), a.h[i])
+    rb = np.einsum("klm,km->kl", np.abs(np.einsum("kmj,klj->klm", B, L)), b.h[j])
+    return np.where(ok, dist - ra - rb, -np.inf).max(axis=1)
 
 
 def separation(a: Boxes, b: Boxes) -> float:
-    """Smallest separation between any box of ``a`` and any of ``b`` along a separating axis (the
-    15 axes of the separating-axis test): > 0 apart (a lower bound of the distance), < 0 overlapping
-    (about the shallowest penetration)."""
+    """Smallest separation between any box of ``a`` and any of ``b``: > 0 apart (a lower bound of
+    the distance), < 0 overlapping (about the shallowest penetration). Each pair's value is the
+    largest gap along a separating axis: the 15 axes of the separating-axis test and the base
+    frame's axes (the pair's bounding boxes). Pairs whose bounding boxes are farther apart than the
+    best pair found so far cannot be the answer and are not tested."""
     if not len(a) or not len(b):
         return math.inf
-    A, B = a.R.transpose(0, 2, 1), b.R.transpose(0, 2, 1)            # rows = axes
-    n, m = len(a), len(b)
-    cross = np.cross(A[:, None, :, None, :], B[None, :, None, :, :]).reshape(n, m, 9, 3)
-    L = np.concatenate([np.broadcast_to(A[:, None], (n, m, 3, 3)), np.broadcast_to(B[None], (n, m, 3, 3)),
-                        cross], axis=2)                                  # (n, m, 15, 3)
-    norm = np.linalg.norm(L, axis=3)
-    ok = norm > 1e-6
-    L = L / np.where(ok, norm, 1.0)[..., None]
-    d = b.c[None, :, :] - a.c[:, None, :]
-    dist = np.abs(np.einsum("nmj,nmlj->nml", d, L))
-    ra = np.einsum("nmlk,nk->nml", np.abs(np.einsum("nkj,nmlj->nmlk", A, L)), a.h)
-    rb = np.einsum("nmlk,mk->nml", np.abs(np.einsum("mkj,nmlj->nmlk", B, L)), b.h)
-    gap = np.where(ok, dist - ra - rb, -np.inf)
-    return float(gap.max(axis=2).min())
+    ab, bb = a.aabb(), b.aabb()
+    g = np.maximum(bb[None, :, 0] - ab[:, None, 1], ab[:, None, 0] - bb[None, :, 1]).max(axis=2)   # (n, m)
+    flat = g.ravel()
+    order = np.argsort(flat, kind="stable")
+    best, start, chunk = math.inf, 0, 16
+    while start < len(order) and flat[order[start]] < best:
+        idx = order[start:start + chunk]
+        idx = idx[flat[idx] < best]
+        i, j = np.divmod(idx, g.shape[1])
+        v = np.maximum(_sat_pairs(a, b, i, j), flat[idx])
+        best = min(best, float(v.min()))
+        start += chunk
+        chunk *= 2
+    return best
 
 
 @dataclass

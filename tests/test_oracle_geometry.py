@@ -1,0 +1,160 @@
+"""The oracle's geometry without a simulator: oriented-box separation, the gripper model, routes
+over obstacles, release spots, exact rotations. (The oracle in the simulation: test_oracle_sim.py.)"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from motormind.brains.oracle import articulated as art
+from motormind.brains.oracle import pickplace as pp
+from motormind.brains.oracle.motion import clear_along, path_commands, route
+from motormind.brains.oracle.world import Boxes, World, gripper_boxes, separation
+from motormind.geometry import axis_angle_to_mat, quat_to_mat, rot_error
+from motormind.profile import load_profile
+
+EYE = [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0]
+
+
+def box(c, half, rot=EYE) -> Boxes:
+    return Boxes.from_rows([list(c) + list(half) + list(np.asarray(rot).ravel())])
+
+
+def body(lo, hi, rot=EYE, kind="object") -> dict:
+    """A Scene.world() body of one box, its origin at the bottom centre."""
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    c, half = (lo + hi) / 2, (hi - lo) / 2
+    pos = np.array([c[0], c[1], lo[2]])
+    return {"kind": kind, "pos": pos.tolist(), "rot": list(EYE), "boxes": [[lo.tolist(), hi.tolist()]],
+            "obbs": [c.tolist() + half.tolist() + list(EYE)], "lo": lo.tolist(), "hi": hi.tolist(),
+            "local_lo": (lo - pos).tolist(), "local_hi": (hi - pos).tolist()}
+
+
+def world(bodies: dict, regions=None) -> World:
+    table = [[0.5, 0.0, -0.025, 0.6, 0.6, 0.025] + EYE]
+    return World.from_data({"bodies": bodies, "static": [[[-0.1, -0.6, -0.05], [1.1, 0.6, 0.0]]],
+                            "static_obbs": table, "ground_z": None, "articulations": [], "predicates": {},
+                            "regions": regions or {}, "finger_contacts": {}})
+
+
+def test_separation_of_oriented_boxes():
+    a = box([0, 0, 0], [0.05, 0.05, 0.05])
+    assert separation(a, box([0.2, 0, 0], [0.05, 0.05, 0.05])) == pytest.approx(0.1, abs=1e-9)
+    assert separation(a, box([0.08, 0, 0], [0.05, 0.05, 0.05])) == pytest.approx(-0.02, abs=1e-9)
+    # a thin wall turned 45 deg past the box's corner: its axis-aligned box would overlap the box
+    r45 = axis_angle_to_mat([0, 0, 1], -math.pi / 4)
+    wall = box([0.09, 0.09, 0], [0.1, 0.002, 0.05], r45)
+    assert separation(a, wall) == pytest.approx(0.04 * math.sqrt(2) - 0.002, abs=1e-9)
+    assert np.all(wall.aabb()[0, 0, :2] < 0.05)
+
+
+def test_gripper_model_follows_the_finger_direction():
+    g = gripper_boxes(np.array([0.5, 0.0, 0.2]), math.pi / 2, 0.078)
+    hand, wrist, f1, f2 = g.c
+    assert hand[2] > 0.2 and wrist[2] > hand[2]
+    assert abs(f1[0] - 0.5) < 1e-9 and abs(f2[0] - 0.5) < 1e-9            # fingers apart along y
+    assert abs(f1[1]) == pytest.approx(0.039 + 0.0125) and f1[1] == -f2[1]
+    g0 = gripper_boxes(np.array([0.5, 0.0, 0.2]), 0.0, 0.02)
+    assert abs(g0.c[2][1]) < 1e-9 and abs(g0.c[2][0] - 0.5) == pytest.approx(0.01 + 0.0125)
+
+
+def test_route_goes_over_what_is_in_the_way_and_straight_when_clear():
+    w = world({"block": body([0.55, -0.05, 0.0], [0.65, 0.05, 0.15])})
+    bundle = gripper_boxes(np.zeros(3), math.pi / 2, 0.078)
+    p0, p1 = np.array([0.45, 0.0, 0.05]), np.array([0.75, 0.0, 0.05])
+    assert clear_along(w, p0, p1, bundle, ()) < 0                           # straight through the block
+    pts = route(w, p0, p1, bundle, ())
+    assert np.allclose(pts[-1], p1) and len(pts) >= 2
+    legs = [p0] + pts
+    for a, b in zip(legs, legs[1:]):
+        assert clear_along(w, a, b, bundle, (), skip=0.015) > 0               # every leg clears it
+    high = np.array([0.45, 0.0, 0.40])
+    assert len(route(w, high, np.array([0.75, 0.0, 0.40]), bundle, ())) == 1
+
+
+def test_moves_use_direction_words_split_at_the_limit():
+    prof = load_profile("libero_panda")
+    cmds = path_commands(np.zeros(3), [np.array([0.0, 0.0, 0.3])], prof)
+    assert cmds == [{"op": "move", "direction": "up", "distance_mm": 150.0}] * 2
+    diag = path_commands(np.zeros(3), [np.array([0.1, 0.1, 0.0])], prof)
+    assert len(diag) == 1 and diag[0]["distance_mm"] == pytest.approx(141.4, abs=0.1)
+    assert np.allclose(diag[0]["vector"], [0.70711, 0.70711, 0.0], atol=1e-5)
+
+
+def test_release_spot_avoids_a_neighbour_inside_the_region():
+    regions = {"front": {"centre": [0.6, 0.2, -0.005], "half_extents": [0.04, 0.04, 0.005],
+                         "lo": [0.56, 0.16, -0.02], "hi": [0.64, 0.24, 0.0], "parent": None}}
+    w = world({"plate": body([0.3, -0.07, 0.0], [0.44, 0.07, 0.02]),
+               "cheese": body([0.56, 0.10, 0.0], [0.64, 0.145, 0.015])}, regions)
+    t = pp.place_target(w, "plate", ["on", "plate", "front"])
+    assert t.support_z == pytest.approx(0.0)                                # on the table, not the cheese
+    assert t.origin[1] > 0.2 and abs(t.origin[0] - 0.6) <= 0.04 * pp.PLACE_SPAN + 1e-9   # moved off it, still inside
+
+
+def test_grasp_choice_is_narrow_side_and_clear_of_neighbours():
+    prof = load_profile("libero_panda")
+    w = world({"box": body([0.5, -0.02, 0.0], [0.58, 0.02, 0.03]),
+               "wall": body([0.47, 0.125, 0.0], [0.61, 0.145, 0.25])})
+    pose = pp.Pose(np.array([0.45, 0.0, 0.3]), math.pi / 2, 78.0, 1.0, 45.0, art.down_rot(math.pi / 2))
+    g = pp.choose(w, "box", pose, prof, None)
+    assert g.kind == "straddle" and abs(math.sin(g.sep_yaw)) > 0.99           # across its 40 mm side
+    assert g.score > 0
+
+
+def test_rim_grasp_for_a_hollow_object_part_grasp_for_a_solid_one():
+    def ring(cx, cy, r, t, h):
+        rows = []
+        for k in range(8):
+            ang = k * math.pi / 4
+            rot = axis_angle_to_mat([0, 0, 1], ang)
+            c = [cx + r * math.cos(ang), cy + r * math.sin(ang), h / 2]
+            rows.append(c + [t / 2, r * 0.42, h / 2] + list(rot.ravel()))
+        return rows
+    bowl = body([0.45, -0.055, 0.0], [0.56, 0.055, 0.05])
+    bowl["obbs"] = ring(0.505, 0.0, 0.05, 0.006, 0.05)
+    pot = body([0.45, -0.04, 0.0], [0.53, 0.04, 0.13])
+    knob = [0.49, 0.0, 0.14, 0.006, 0.006, 0.01] + EYE
+    pot["obbs"] = pot["obbs"] + [knob]
+    pot["hi"] = [0.53, 0.04, 0.15]
+    w = world({"bowl": bowl, "pot": pot})
+    assert pp.hollow(w, "bowl") and not pp.hollow(w, "pot")
+    assert {g.kind for g in pp.candidates(w, "bowl")} == {"rim"}
+    parts = pp.candidates(w, "pot")
+    assert parts and {g.kind for g in parts} == {"part"} and any(abs(g.point[2] - 0.14) < 0.02 for g in parts)
+
+
+@pytest.mark.parametrize("axis,deg", [([1, 0, 0], -90), ([0, 1, 0], 60), ([0.6, 0.8, 0], 90), ([1, 1, 1], 75)])
+def test_reorient_reaches_the_goal_exactly(axis, deg):
+    prof = load_profile("libero_panda")
+    r0 = art.down_rot(0.3)
+    goal = axis_angle_to_mat(np.asarray(axis, float) / np.linalg.norm(axis), math.radians(deg)) @ r0
+    pose = pp.Pose(np.zeros(3), 0.3, 78.0, 1.0, 0.0, r0)
+    r = r0
+    for c in art.reorient(pose, goal, prof):
+        assert abs(c["angle_deg"]) <= prof.limits.max_rotate_deg
+        r = axis_angle_to_mat(prof.rotation_axes[c["axis"]], math.radians(c["angle_deg"])) @ r
+    assert np.linalg.norm(rot_error(goal, r)) < 1e-3                              # (angles go out at 0.01 deg)
+
+
+def test_untilt_backs_off_and_points_down():
+    prof = load_profile("libero_panda")
+    d = np.array([0.0, 1.0, 0.0])
+    r_h = art.horizontal_rot(d, sep_vertical=True)
+    pose = pp.Pose(np.array([0.6, -0.1, 0.1]), 0.0, 30.0, 0.4, 0.0, r_h)
+    cmds, after = art.untilt(pose, prof)
+    assert cmds[0]["op"] == "move" and after.grip[1] == pytest.approx(-0.1 + art.BACKOFF_M)   # out along d
+    assert after.tilt < 1e-6
+    r = r_h
+    for c in cmds[1:]:
+        r = axis_angle_to_mat(prof.rotation_axes[c["axis"]], math.radians(c["angle_deg"])) @ r
+    assert math.degrees(math.acos(-r[2, 2])) < 1e-4                                   # pointing down
+
+
+def test_pose_from_state_reads_the_frame():
+    q = [-0.68442513, -0.72851044, 0.02609432, 0.01240414]                  # LIBERO's rest pose
+    st = {"eef_pos_mm": [441.0, 12.8, 259.3], "eef_yaw_deg": 86.4, "gripper_width_mm": 78.0,
+          "gripper_fraction": 1.0, "joints_deg": [0, 0, 0, 0, 0, 0, 45.0], "eef_quat_xyzw": q}
+    pose = pp.Pose.from_state(st)
+    assert pose.tilt < math.radians(4.0) and np.allclose(pose.rot, quat_to_mat(q))
+    assert pose.j7_deg == 45.0 and pose.grip[2] == pytest.approx(0.2593)
