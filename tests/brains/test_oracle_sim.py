@@ -20,7 +20,7 @@ from motormind.profile import load_profile  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
-WORKSPACE = Path(__file__).parent / "data" / "libero_workspace.json"
+WORKSPACE = Path(__file__).resolve().parents[1] / "data" / "libero_workspace.json"
 
 # (suite, task, init, the predicates it exercises)
 CASES = [
@@ -34,7 +34,7 @@ CASES = [
 
 
 def _episode(tmp_path, suite, task, init):
-    from motormind.episode import RunSpec, run_episode
+    from motormind.episode.run import RunSpec, run_episode
     spec = RunSpec(suite=suite, task=task, init_state=init, brain="oracle", images=False, media=False,
                    out=str(tmp_path / f"{suite}_{task}_{init}"))
     summary = run_episode(spec, progress=lambda s: None)
