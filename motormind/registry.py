@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import ConfigError
-from .strict_config import from_mapping, nearest, to_mapping
+from .strict_config import from_mapping, nearest
 
 ROBOTS = {
     "fake": "motormind.robots.fake:FakeConfig",
@@ -66,10 +66,6 @@ def robot_config(d, source: str = "", where: str = "robot"):
         e = _unknown(f"{where}.type", t, ROBOTS)
         raise ConfigError(f"{source}: {e}" if source else str(e))
     return from_mapping(robot_config_class(t), d, source, where)
-
-
-def robot_config_to_dict(cfg) -> dict:
-    return to_mapping(cfg)
 
 
 def pairing_issue(cfg, profile) -> str:
