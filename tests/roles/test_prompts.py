@@ -7,6 +7,7 @@ and no ``$name`` or ``${name}`` may remain."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -23,7 +24,8 @@ from motormind.runner import EpisodeRunner
 PLACEHOLDER = re.compile(r"\$(\{\w+\}|[A-Za-z_]\w*)")
 PLAN = {"subgoals": [{"id": "s1", "description": "move 20 mm forward", "success_criterion": "moved"},
                      {"id": "s2", "description": "close the gripper", "success_criterion": "closed"}]}
-B1 = {"commands": [{"op": "move", "direction": "forward", "distance_mm": 20}, {"op": "done"}]}
+B1 = {"commands": [{"op": "move", "direction": "forward", "distance_mm": 20}, {"op": "wait", "seconds": 0.1},
+                   {"op": "done"}]}
 B2 = {"commands": [{"op": "gripper", "action": "close"}, {"op": "done"}]}
 
 
@@ -37,6 +39,15 @@ def episode_requests(tmp_path_factory):
     brain = ScriptedBrain({"planner": [PLAN, PLAN], "executor": ["not json at all", B1, B1, B2],
                            "verifier": [{"achieved": False, "evidence": "not there"}, {"achieved": True, "evidence": "ok"},
                                         {"achieved": True, "evidence": "ok"}]})
+
+    def hold_for_monitor(r):
+        """The Monitor checks on its own thread and a batch that ends first withdraws its snapshot: a
+        wait command holds until the Monitor has been asked (on a loaded machine it may come late)."""
+        if r.executed and r.executed[-1].kind == "wait":
+            deadline = time.monotonic() + 10
+            while brain.calls("monitor") == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
+    robot.step_hook = hold_for_monitor
     rec = Recorder(tmp_path_factory.mktemp("prompts"))
     res = EpisodeRunner(robot, brain, "move forward, then close the gripper", rec, EpisodeConfig(max_batches=8),
                         success_fn=lambda: robot.gripper < 0.05).run()
