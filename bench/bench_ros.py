@@ -69,16 +69,16 @@ def in_process(n: int) -> tuple[list, list]:
 
 def over_ros(n: int) -> tuple[list, list]:
     from motormind.ros import graph
-    from motormind.ros.launcher import node_argv, overrides_yaml
+    from motormind.ros.launcher import node_argv
     from motormind.ros.probe import Probe
+    from motormind.ros.settings import write_with
     domain = random.Random(f"bench{os.getpid()}").randint(230, 232)
     tmp = Path(tempfile.mkdtemp(prefix="motormind-bench-"))
-    spec = graph.NodeSpec("controller", "controller", {
-        "backend": "fake", "profile": "fake", "fake_realtime": True, "publish_task": False,
-        "privileged_service": False, "watchdog_nodes": [""], "state_dir": str(tmp)})
-    ov = tmp / "controller.yaml"
-    ov.write_text(overrides_yaml(spec))
-    proc = subprocess.Popen(node_argv(spec, graph.params_file(), ov), env={**os.environ, **graph.ros_env(domain)},
+    spec = graph.NodeSpec("controller", "controller")
+    cfg = write_with(tmp / "motormind.yaml", {
+        "profile": "fake", "robot": {"type": "fake", "realtime": True}, "controller": {
+            "publish_task": False, "privileged_service": False, "watchdog_nodes": [""], "state_dir": str(tmp)}})
+    proc = subprocess.Popen(node_argv(spec, cfg), env={**os.environ, **graph.ros_env(domain)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     pr = Probe(domain_id=domain)
     batch_t, cancel_t = [], []

@@ -6,7 +6,7 @@ import sys
 
 
 def _run(args) -> int:
-    from .episode import RunSpec, run_episode
+    from .episode.run import RunSpec, run_episode
     # what the command line can get wrong is found here, before the simulation is built: the values
     # by their argparse types; the VLM endpoint (a dead port); the console's port (bound now, held)
     if args.brain == "openai" or (args.brain is None and args.vlm):
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
 
     from .argtypes import Parser, host_port, non_negative, non_negative_int, out_dir, positive_int, seconds
+    from .episode.config import WALL_BUDGET_S
     p = Parser(prog="motormind", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one LIBERO-PRO episode headless through the whole stack")
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "or faults.malformed_json=0.2; repeatable")
     r.add_argument("--max-steps", type=positive_int, default=None,
                    help="control-step budget (default: the suite's standard LIBERO budget)")
-    r.add_argument("--wall-budget", type=seconds, default=900.0, help="wall-clock budget in seconds (> 0)")
+    r.add_argument("--wall-budget", type=seconds, default=WALL_BUDGET_S, help="wall-clock budget in seconds (> 0)")
     r.add_argument("--image-size", type=positive_int, default=None,
                    help="camera render size in px (default: the size the VLM config's model family works on, "
                         "e.g. 448 for vllm-qwen2.5-vl, 896 for Gemma 3; 128 for the oracle)")

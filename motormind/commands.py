@@ -30,19 +30,39 @@ from .errors import CommandError
 from .profile import RobotProfile
 from .strict_json import check_depth, decode_json, finite_number, show
 
-OPS = ("move", "rotate", "gripper", "wait", "done")
 NOTE_MAX_CHARS = 500         # a done command's note
 ID_MAX_CHARS = 64            # batch_id, subgoal_id, source
 RATIONALE_MAX_CHARS = 2000   # the Executor's rationale beside its commands
 VECTOR_ELEMENT_MAX = 1e4     # |element| of an explicit move vector (a direction: only its sense counts)
 BATCH_FIELDS = ("schema_version", "batch_id", "subgoal_id", "commands", "source", "rationale")
-_FIELDS = {
-    "move": {"op", "direction", "vector", "distance_mm"},
-    "rotate": {"op", "axis", "angle_deg"},
-    "gripper": {"op", "action", "width"},
-    "wait": {"op", "seconds"},
-    "done": {"op", "note"},
-}
+
+
+# -- the vocabulary: each op's wire fields, what they mean, how it reads -----------------------------------
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    schema: dict             # the field's JSON schema (the Controller checks values and limits)
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op of the vocabulary, the one definition every rendering reads (``motormind/vocabulary.py``:
+    the response schema, the Executor's prompt, docs/commands.md, the console's queue)."""
+    op: str
+    fields: tuple            # FieldSpec, in wire order
+    meaning: str             # docs/commands.md
+    fields_doc: str          # docs/commands.md: the fields and their rules
+    prompt: tuple            # the Executor's prompt lines ({directions}, {axes}, {rotation_frame}: the profile's)
+    example: tuple           # wire forms, for the docs
+
+    @property
+    def names(self) -> set:
+        return {"op", *(f.name for f in self.fields)}
+
+
+_NUMBER = {"type": "number"}
+_WORD = {"type": "string"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +72,18 @@ class Move:
     direction: str = ""      # the word, when one was used
 
     op = "move"
+    SPEC = OpSpec(
+        "move",
+        (FieldSpec("direction", _WORD, "a direction word of the profile"),
+         FieldSpec("vector", {"type": "array", "items": _NUMBER}, "[x, y, z], base frame"),
+         FieldSpec("distance_mm", _NUMBER, "mm, > 0")),
+        "relative translation of the grip point",
+        "`direction` (a word of the profile) **or** `vector` [x, y, z] (base frame, normalised; each element within "
+        "-10000..10000, not the zero vector), and `distance_mm` > 0",
+        ('{{"op": "move", "direction": <one of {directions}>, "distance_mm": d}}',
+         '{{"op": "move", "vector": [x, y, z], "distance_mm": d}}   (direction given as a base-frame vector)'),
+        ({"op": "move", "direction": "forward", "distance_mm": 12.2},
+         {"op": "move", "vector": [1, 1, 0], "distance_mm": 20}))
 
     @property
     def displacement_mm(self) -> np.ndarray:
@@ -70,6 +102,15 @@ class Rotate:
     angle_deg: float
 
     op = "rotate"
+    SPEC = OpSpec(
+        "rotate",
+        (FieldSpec("axis", _WORD, "roll, pitch or yaw (the profile's axes)"),
+         FieldSpec("angle_deg", _NUMBER, "degrees, signed")),
+        "rotation about the grip point",
+        "`axis` (roll, pitch, yaw: base-frame axes per the profile), `angle_deg` (signed)",
+        ('{{"op": "rotate", "axis": <one of {axes}>, "angle_deg": a}}   (about {rotation_frame}-frame axes; sign '
+         'gives the sense)',),
+        ({"op": "rotate", "axis": "yaw", "angle_deg": -15},))
 
     def to_json(self) -> dict:
         return {"op": "rotate", "axis": self.axis, "angle_deg": self.angle_deg}
@@ -81,6 +122,15 @@ class Gripper:
     action: str = ""         # "open" / "close" when the word was used
 
     op = "gripper"
+    SPEC = OpSpec(
+        "gripper",
+        (FieldSpec("action", {"type": "string", "enum": ["open", "close"]}, "open or close"),
+         FieldSpec("width", _NUMBER, "fraction of the full stroke, 0..1")),
+        "",
+        "`action` open/close **or** `width` 0..1 (fraction of the full stroke)",
+        ('{{"op": "gripper", "action": "open" | "close"}}  or  {{"op": "gripper", "width": w}}  (w in 0..1 of the '
+         'full stroke)',),
+        ({"op": "gripper", "action": "close"}, {"op": "gripper", "width": 0.4}))
 
     def to_json(self) -> dict:
         return {"op": "gripper", "action": self.action} if self.action else {"op": "gripper", "width": self.width}
@@ -91,6 +141,13 @@ class Wait:
     seconds: float
 
     op = "wait"
+    SPEC = OpSpec(
+        "wait",
+        (FieldSpec("seconds", _NUMBER, "s, > 0"),),
+        "hold the pose",
+        "`seconds` > 0",
+        ('{{"op": "wait", "seconds": s}}',),
+        ({"op": "wait", "seconds": 0.5},))
 
     def to_json(self) -> dict:
         return {"op": "wait", "seconds": self.seconds}
@@ -101,12 +158,23 @@ class Done:
     note: str = ""
 
     op = "done"
+    SPEC = OpSpec(
+        "done",
+        (FieldSpec("note", {"type": "string", "maxLength": NOTE_MAX_CHARS}, "optional"),),
+        "the Executor's claim that the subgoal is achieved; only last in a batch; the Verifier decides",
+        f"`note` (optional, at most {NOTE_MAX_CHARS} characters)",
+        ('{{"op": "done"}}   (last command only: your claim that the subgoal is achieved; a Verifier checks it)',),
+        ({"op": "done", "note": "the bowl is between the fingers"},))
 
     def to_json(self) -> dict:
         return {"op": "done", "note": self.note} if self.note else {"op": "done"}
 
 
 Command = Union[Move, Rotate, Gripper, Wait, Done]
+COMMANDS = (Move, Rotate, Gripper, Wait, Done)           # the vocabulary, in the order it is told
+VOCABULARY = tuple(c.SPEC for c in COMMANDS)
+OPS = tuple(s.op for s in VOCABULARY)
+_FIELDS = {s.op: s.names for s in VOCABULARY}
 
 
 @dataclass(frozen=True)
@@ -116,6 +184,7 @@ class Batch:
     commands: tuple
     source: str = ""         # who proposed it: "executor", "operator", ...
     raw: dict = field(default_factory=dict, compare=False, hash=False)
+    profile: RobotProfile | None = field(default=None, compare=False, hash=False, repr=False)   # checked against
 
     @property
     def claims_done(self) -> bool:
@@ -339,4 +408,4 @@ def parse_batch(data: str | bytes | dict, profile: RobotProfile, source: str = "
         err = CommandError("; ".join(str(i) for i in issues), issues[0].field)
         err.issues = issues  # type: ignore[attr-defined]
         raise err
-    return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj)
+    return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj, profile=profile)

@@ -1,11 +1,12 @@
-"""The episode's decision logic as transport-agnostic components.
+"""The roles' decision logic as transport-agnostic components.
 
-One copy of every decision - when a subgoal advances, when to verify, when to escalate, when to
-replan, when the episode ends - lives here. Two transports drive these components with the same
-messages: the in-process ``EpisodeRunner`` (threads and queues) and the ROS 2 nodes in
-``motormind.ros`` (one component per process). A component never publishes, subscribes, sleeps
-or observes the robot: it is handed what it needs (measured state as the roles see it, images,
-report and verdict JSON) and returns what should happen next.
+Each role's decisions - when a subgoal advances, when to verify, when to escalate, when to replan -
+live here once; the order they are taken in, the budgets and the end are the episode machine's
+(``motormind/episode/machine.py``). Two transports carry the same messages between them: the
+in-process ``EpisodeRunner`` (threads and queues) and the ROS 2 nodes in ``motormind.ros`` (one
+component per process). A component never publishes, subscribes, sleeps or observes the robot: it
+is handed what it needs (measured state as the roles see it, images, report and verdict JSON) and
+returns what should happen next.
 
     PlannerComponent    answers a task with a plan; replans on a rejected verdict or an escalation
                         (or, with replanning disabled, keeps the plan or gives up)
@@ -13,7 +14,6 @@ report and verdict JSON) and returns what should happen next.
                         report needs the Verifier; escalates after repeated failures
     VerifierComponent   verifies the claim in a report (or accepts it, the no-verifier ablation)
     MonitorComponent    turns the Controller's action-boundary events into Monitor checks
-    EpisodeBook         budgets and outcome bookkeeping (success, budgets, faults, counters)
     Context             the prompt context every role shares (robot profile, instruction, memory)
 
 Messages (JSON on every transport, each with ``schema_version``): ``PlanDecision.to_json()`` is the
@@ -24,60 +24,21 @@ Messages (JSON on every transport, each with ``schema_version``): ``PlanDecision
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from . import SCHEMA_VERSION
+from .episode.book import unfit_reason
+from .episode.config import EpisodeConfig
+from .results import Status
 from .roles.planner import Subgoal
 from .roles.verifier import Verdict
 from .views import describe as describe_views
-
-
-@dataclass
-class EpisodeConfig:
-    max_steps: int | None = None        # control-step budget (None: the backend's default)
-    wall_budget_s: float = 900.0        # wall-clock budget
-    max_batches: int = 60
-    max_replans: int = 6
-    max_failures_per_subgoal: int = 3   # failed batches on one subgoal before a replan
-    images: bool = True                 # render camera images for the roles
-    replan: bool = True                 # ablations (issue: evaluation at scale)
-    planner: bool = True
-    monitor: bool = True
-    verifier: bool = True
-    memory: bool = True
-
-
-@dataclass
-class EpisodeResult:
-    success: bool
-    outcome: str                        # success | step_budget | wall_budget | batch_budget | gave_up | fault | stopped
-    reason: str
-    steps: int
-    wall_s: float
-    batches: int
-    replans: int
-    verifier_rejections: int
-    controller_rejections: int
-    vlm_calls: int
-    vlm_s: float
-    motion_s: float
-    brain: str
-    privileged: bool
-    plan: list = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return asdict(self)
+from .vocabulary import prompt_block
 
 
 def _noop(*_a, **_k) -> None:
     return None
-
-
-def unfit_reason(why: str) -> str:
-    """How an episode ends when its brain found itself unfit (``Brain.unfit``)."""
-    return f"the VLM endpoint is unfit ({why}); nothing more was asked of it"
 
 
 def brief_report(rep: dict | None) -> str:
@@ -117,10 +78,12 @@ class Context:
 
     def base(self, state: dict, plan: list[Subgoal]) -> dict:
         p = self.profile
+        directions, axes = ", ".join(sorted(p.directions)), ", ".join(sorted(p.rotation_axes))
         return {
             "instruction": self.instruction, "robot_description": p.description,
-            "directions": ", ".join(sorted(p.directions)), "axes": ", ".join(sorted(p.rotation_axes)),
-            "rotation_frame": p.rotation_frame, "limits": json.dumps(p.describe_limits()),
+            "directions": directions, "axes": axes, "rotation_frame": p.rotation_frame,
+            "vocabulary": prompt_block(directions, axes, p.rotation_frame),
+            "limits": json.dumps(p.describe_limits()),
             "state": json.dumps(state), "memory": self.memory_text(),
             "plan": json.dumps([asdict(s) for s in plan]),
             "cameras": describe_views(p.cameras, p.directions, self.camera_names),
@@ -330,11 +293,16 @@ class ExecutorComponent:
         batch = {**res.value, "batch_id": batch_id, "subgoal_id": sg.id}
         return Proposal(batch, None, res.brain, res.privileged, "", ctx)
 
+    @staticmethod
+    def wants_verdict(report: dict) -> bool:
+        """A report that claims its subgoal (done, with a ``done`` command) needs the Verifier."""
+        return Status(report["status"]) is Status.DONE and bool(report.get("claims_done"))
+
     def on_report(self, report: dict) -> AfterReport:
         self.last_report = report
-        if report["status"] == "done" and report.get("claims_done"):
+        if self.wants_verdict(report):
             return AfterReport(verify=True)
-        if report["status"] != "done":
+        if Status(report["status"]) is not Status.DONE:
             self.fails += 1
             if self.fails >= self.cfg.max_failures_per_subgoal:
                 return AfterReport(escalate=self._escalation(
@@ -360,9 +328,7 @@ class VerifierComponent:
         self.cfg = cfg
         self.ctx = context
 
-    @staticmethod
-    def wants(report: dict) -> bool:
-        return report["status"] == "done" and bool(report.get("claims_done"))
+    wants = staticmethod(ExecutorComponent.wants_verdict)     # the one rule: a claim of a done batch
 
     def verify(self, subgoal: Subgoal, plan: list[Subgoal], report: dict, state: dict, images: dict,
                last_verdict: Verdict | None = None) -> Verdict:
@@ -425,101 +391,6 @@ class MemoryView:
         if not self.enabled:
             return "(memory disabled)"
         return self.summary + "".join(f"\n- {f}" for f in self.facts)
-
-
-# -- bookkeeping --------------------------------------------------------------------------------------
-class EpisodeBook:
-    """Budgets and outcome: the loop head's checks, the counters, the result."""
-
-    def __init__(self, cfg: EpisodeConfig, clock: Callable[[], float] = time.monotonic, t0: float | None = None):
-        self.cfg = cfg
-        self.clock = clock
-        self.t0 = clock() if t0 is None else t0
-        self.batches = 0
-        self.replans = 0
-        self.verifier_rejections = 0
-        self.controller_rejections = 0
-        self.outcome = ""
-        self.reason = ""
-
-    @property
-    def over(self) -> bool:
-        return bool(self.outcome)
-
-    def finish(self, outcome: str, reason: str) -> None:
-        if not self.outcome:
-            self.outcome, self.reason = outcome, reason
-
-    def check(self, steps: int, success: bool, stop_reason: str = "", unfit: str = "") -> bool:
-        """Before each batch: True (and the outcome set) when the episode is over. ``unfit``: why
-        the brain cannot be used (``Brain.unfit``, e.g. its endpoint ignores images)."""
-        cfg = self.cfg
-        budget = cfg.max_steps
-        if self.outcome:
-            return True
-        if success:
-            self.finish("success", "the task's success check holds")
-        elif stop_reason:
-            self.finish("stopped", stop_reason)
-        elif unfit:
-            self.on_unfit(unfit)
-        elif budget is not None and steps >= budget:
-            self.finish("step_budget", f"step budget of {budget} control steps used")
-        elif self.clock() - self.t0 > cfg.wall_budget_s:
-            self.finish("wall_budget", f"wall-clock budget of {cfg.wall_budget_s:g} s used")
-        elif self.batches >= cfg.max_batches:
-            self.finish("batch_budget", f"{cfg.max_batches} batches proposed")
-        return bool(self.outcome)
-
-    def on_unfit(self, why: str) -> bool:
-        """The brain found itself unfit: the episode ends, nothing more is asked of it. True when
-        ``why`` says so (an empty reason changes nothing)."""
-        if why:
-            self.finish("gave_up", unfit_reason(why))
-        return bool(why)
-
-    def next_batch_id(self) -> str:
-        self.batches += 1
-        return f"b{self.batches}"
-
-    def on_report(self, report: dict) -> bool:
-        """Count it; True when the report ends the episode (a fault)."""
-        if report["status"] == "rejected" and report.get("source") != "operator":
-            self.controller_rejections += 1     # (an operator's rejection is not the Controller's)
-        if report["status"] == "fault":
-            self.finish("fault", report.get("reason", ""))
-            return True
-        return False
-
-    def on_verdict(self, verdict: Verdict) -> None:
-        if not verdict.achieved:
-            self.verifier_rejections += 1
-
-    def plan_verified(self, has_success_check: bool, success: Callable[[], bool]) -> bool:
-        """Every subgoal of the plan was verified. On a robot without a privileged success check the
-        Verifier has the last word: the episode ends in success. In simulation the evaluator's check
-        decides. True: no replan (the episode ended, or the success check holds); False: escalate."""
-        if not has_success_check:
-            self.finish("success", "every subgoal verified (no privileged success check)")
-            return True
-        return bool(success())
-
-    def on_plan(self, decision: PlanDecision) -> bool:
-        """True when the decision ends the episode (the planner gave up)."""
-        self.replans = max(self.replans, decision.replans)
-        if decision.kind == "gave_up":
-            self.finish("gave_up", decision.reason)
-            return True
-        return False
-
-    def result(self, steps: int, brain: str, privileged: bool, plan: list[Subgoal], vlm_calls: int = 0,
-               vlm_s: float = 0.0, motion_s: float = 0.0) -> EpisodeResult:
-        return EpisodeResult(
-            success=self.outcome == "success", outcome=self.outcome, reason=self.reason, steps=steps,
-            wall_s=round(self.clock() - self.t0, 3), batches=self.batches, replans=self.replans,
-            verifier_rejections=self.verifier_rejections, controller_rejections=self.controller_rejections,
-            vlm_calls=vlm_calls, vlm_s=round(vlm_s, 3), motion_s=round(motion_s, 3), brain=brain,
-            privileged=privileged, plan=[asdict(s) for s in (plan or [])])
 
 
 # -- the operator's review (console approval mode), shared by both transports -----------------------

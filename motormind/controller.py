@@ -27,12 +27,11 @@ import numpy as np
 
 from . import SCHEMA_VERSION
 from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch
-from .errors import CommandError, RobotFault
+from .errors import CommandError, ConfigError, RobotFault
 from .geometry import angle_between, axis_angle_to_mat, quat_to_mat, rot_error
+from .results import BATCH_PRECEDENCE, FaultKind, Status
 from .robot import Motion, Observation, Robot
 from .strict_json import check_depth, decode_json, show, writable
-
-STATUSES = ("done", "rejected", "cancelled", "blocked", "fault")
 
 
 class CancelToken:
@@ -66,11 +65,16 @@ class CommandResult:
     motion: dict | None = None
     passed_target: np.ndarray | None = None   # a move passed through (blended): the target it was aimed at
     settle_steps: int = 0                     # ... and the steps it took to stop there afterwards
+    fault_kind: FaultKind | None = None       # status fault: the backend's RobotFault.kind
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
 
     def to_json(self) -> dict:
-        return {"index": self.index, "command": self.command, "status": self.status, "reason": self.reason,
+        return {"index": self.index, "command": self.command, "status": self.status.value, "reason": self.reason,
                 "commanded": self.commanded, "achieved": self.achieved,
-                "duration_s": round(self.duration_s, 4), "steps": self.steps}
+                "duration_s": round(self.duration_s, 4), "steps": self.steps,
+                **({"fault_kind": self.fault_kind.value} if self.fault_kind else {})}
 
 
 @dataclass
@@ -88,9 +92,18 @@ class Report:
     steps: int = 0
     source: str = ""
 
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    @property
+    def fault_kind(self) -> FaultKind | None:
+        """The kind of the fault that ended the batch (None: no fault)."""
+        return next((r.fault_kind for r in self.results if r.fault_kind is not None), None)
+
     def to_json(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, "batch_id": self.batch_id, "subgoal_id": self.subgoal_id,
-                "status": self.status, "reason": self.reason, "claims_done": self.claims_done,
+                "status": self.status.value, "reason": self.reason, "claims_done": self.claims_done,
+                "fault_kind": self.fault_kind.value if self.fault_kind else None,
                 "estop": self.estop, "source": self.source,
                 "results": [r.to_json() for r in self.results], "start_state": self.start_state,
                 "end_state": self.end_state, "duration_s": round(self.duration_s, 4), "steps": self.steps}
@@ -114,6 +127,11 @@ class Controller:
                  on_event: Callable[[str, dict], None] | None = None):
         self.robot = robot
         self.profile = profile or robot.profile
+        mine = getattr(robot, "profile", self.profile)
+        if mine is not self.profile and (mine.name, mine.source) != (self.profile.name, self.profile.source):
+            # it would validate with one arm's limits while the robot moves by another's
+            raise ConfigError(f"the Controller validates with profile {self.profile.name} but the robot moves with "
+                              f"profile {mine.name}: build the robot with the profile the Controller uses")
         self.clock = clock
         self.on_event = on_event or (lambda kind, data: None)
         self._estop = threading.Event()
@@ -181,12 +199,19 @@ class Controller:
         batch itself is unusable (not an object, no command list), a single batch-level reason."""
         prof = self.profile
         try:
-            if isinstance(data, (str, bytes)):
-                obj = decode_json(data, "batch")
-            else:                                 # a transport's dict: bounded before a report echoes it
-                obj = data
-                check_depth(obj, "batch")
-            header, parsed, issues = check_batch(obj, prof)
+            if isinstance(data, Batch) and data.profile is prof:     # parsed against this profile: not again
+                obj = {"commands": [c.to_json() for c in data.commands]}
+                header, parsed, issues = {"batch_id": data.batch_id, "subgoal_id": data.subgoal_id}, \
+                    list(data.commands), []
+            else:
+                if isinstance(data, Batch):       # parsed against another profile: its limits are checked here
+                    data = data.raw or data.to_json()
+                if isinstance(data, (str, bytes)):
+                    obj = decode_json(data, "batch")
+                else:                             # a transport's dict: bounded before a report echoes it
+                    obj = data
+                    check_depth(obj, "batch")
+                header, parsed, issues = check_batch(obj, prof)
         except CommandError as e:
             return None, [str(e)], {"batch_id": "", "subgoal_id": "", "commands": []}
         except Exception as e:  # noqa: BLE001 - fail closed: what no check can digest moves nothing
@@ -222,7 +247,8 @@ class Controller:
             why = "; ".join(batch_reasons) if batch_reasons else f"command {first} is invalid"
             reasons = [r or f"not run: {why}" for r in reasons]
             return None, reasons, header
-        return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj), reasons, header
+        return Batch(header["batch_id"], header["subgoal_id"], tuple(parsed), source, raw=obj, profile=prof), \
+            reasons, header
 
     # -- the bounds, predicted and at execution ---------------------------------------------------
     @staticmethod
@@ -259,8 +285,6 @@ class Controller:
     def _run(self, data, cancel: CancelToken, source: str, hold: bool = True) -> Report:
         t0 = self.clock()
         obs0 = self.robot.observe()
-        if isinstance(data, Batch):
-            data = data.to_json()
         batch, reasons, header = self.validate(data, obs0, source)
         bid, sgid = header.get("batch_id", ""), header.get("subgoal_id", "")
         if batch is None or self._estop.is_set():
@@ -333,7 +357,7 @@ class Controller:
             steps_total += results[-1].settle_steps
         self.current = None
         statuses = [r.status for r in results]
-        status = next((s for s in ("fault", "rejected", "blocked", "cancelled") if s in statuses), "done")
+        status = next((s for s in BATCH_PRECEDENCE if s in statuses), Status.DONE)
         rep = Report(bid, sgid, status, results, claims_done=batch.claims_done and status == "done",
                      reason=stop_reason.removeprefix("not run: ") if stop_reason else "",
                      estop=self._estop.is_set(), start_state=obs0.state_dict(), end_state=obs.state_dict(),
@@ -408,8 +432,8 @@ class Controller:
                 pass
             end = self._safe_observe(obs)
             return (CommandResult(i, cj, "fault", f"{e.kind}: {e}" + (f" (code {e.code})" if e.code is not None else ""),
-                                  commanded, self._achieved(obs, end, r0), self.clock() - t0, 0, motion.to_json()),
-                    end, rot_goal)
+                                  commanded, self._achieved(obs, end, r0), self.clock() - t0, 0, motion.to_json(),
+                                  fault_kind=e.kind), end, rot_goal)
         end = self.robot.observe()
         achieved = self._achieved(obs, end, r0)
         status, reason = "done", mres.note

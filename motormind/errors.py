@@ -20,12 +20,15 @@ class CommandError(MotorMindError):
 class RobotFault(MotorMindError):
     """The robot backend reported a fault (controller error, lost connection, ...).
 
+    ``kind`` is a ``results.FaultKind`` (given as the member or its word; an unknown word is a
+    ValueError: a backend's fault table is checked when it is imported, not when the arm faults).
     ``code`` is backend specific (for the xArm: its controller error code)."""
 
-    def __init__(self, message: str, code: object = None, kind: str = "fault"):
+    def __init__(self, message: str, code: object = None, kind="fault"):
+        from .results import FaultKind
         super().__init__(message)
         self.code = code
-        self.kind = kind
+        self.kind = FaultKind.parse(kind, "RobotFault.kind")
 
 
 class ResponseError(MotorMindError):

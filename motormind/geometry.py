@@ -69,10 +69,6 @@ def tilt_deg(r: np.ndarray) -> float:
     return math.degrees(math.acos(max(-1.0, min(1.0, -float(r[2, 2])))))
 
 
-def yaw_of(r: np.ndarray) -> float:
-    return math.atan2(r[1, 0], r[0, 0])
-
-
 def rpy_to_mat(roll: float, pitch: float, yaw: float) -> np.ndarray:
     """Roll/pitch/yaw (radians, the xArm's convention) to a matrix: R = Rz(yaw) @ Ry(pitch) @ Rx(roll)."""
     cr, sr = math.cos(roll), math.sin(roll)

@@ -1,12 +1,14 @@
 """Robot profiles: per-command limits, workspace box, orientation bound, direction words, speeds,
-tolerances.
+tolerances, the arm's own safety layer, and the backends the profile describes.
 
 Profiles are YAML files in ``configs/robots/``; ``load_profile("libero_panda")`` finds them by name.
-All lengths are millimetres and all angles degrees, in the robot's base frame.
+All lengths are millimetres and all angles degrees, in the robot's base frame. A profile is
+immutable once loaded: its mappings (workspace, directions, axes) are read-only, their vectors too.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +18,51 @@ import yaml
 from .errors import ConfigError, yaml_error
 from .geometry import tilt_deg
 from .paths import config_dir
+from .strict_config import from_mapping, unknown_key_message
 from .views import parse_views
+
+
+class ReadOnly(Mapping):
+    """A mapping that cannot be changed (a profile's workspace box, direction words, axes)."""
+
+    def __init__(self, items: dict):
+        self._d = dict(items)
+
+    def __getitem__(self, key):
+        return self._d[key]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __repr__(self) -> str:
+        return f"ReadOnly({self._d!r})"
+
+
+def _frozen_vector(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True)
+class Safety:
+    """The arm's own safety layer, which the xArm6 backend writes on connect and reads back
+    (robots/xarm6.py): the TCP boundary is the profile's workspace box; these are the rest."""
+    fence: bool = True                                   # the TCP boundary is enforced by the arm
+    reduced_mode: bool = True                            # the arm's reduced (slow) mode
+    reduced_tcp_speed_mm_s: float | None = field(default=None, metadata={"gt": 0})   # its TCP speed cap
+    collision_sensitivity: int | None = field(default=None, metadata={"ge": 0, "le": 5})   # 0..5
+    tcp_load_kg: float | None = field(default=None, metadata={"ge": 0})          # the tool's mass
+    tcp_load_com_mm: tuple[float, ...] = (0.0, 0.0, 0.0)                           # its centre of mass, tool frame
+
+    def __post_init__(self) -> None:
+        if len(self.tcp_load_com_mm) != 3:
+            raise ConfigError(f"tcp_load_com_mm: must be [x, y, z] mm, got {list(self.tcp_load_com_mm)!r}")
+        if self.reduced_mode and self.reduced_tcp_speed_mm_s is None:
+            raise ConfigError("reduced_tcp_speed_mm_s: missing (reduced_mode is on: the arm needs its speed cap)")
 
 
 @dataclass(frozen=True)
@@ -59,9 +105,10 @@ class RobotProfile:
     tolerances: Tolerances
     period_s: float
     max_tilt_deg: float           # the tool's approach axis (z) at most this far from straight down (base -z)
-    safety: dict = field(default_factory=dict)
+    safety: Safety | None = None  # the arm's own safety layer (None: the profile has none)
     source: str = ""
     cameras: dict = field(default_factory=dict)   # name -> views.CameraView: where each camera looks from
+    backends: tuple = ()          # the robot backends whose hardware this profile describes (motormind/registry.py)
 
     def in_workspace(self, pos_mm) -> list[str]:
         """The workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z=-35.0 < -30.0']; a
@@ -101,7 +148,8 @@ class RobotProfile:
 
 
 _SECTIONS = {         # section -> its keys (None: free-form); every section but the _OPTIONAL ones is required
-    "name": None, "description": None, "safety": None,
+    "name": None, "description": None, "backends": None,
+    "safety": tuple(f for f in Safety.__dataclass_fields__),
     "cameras": None,  # camera name -> its view (motormind/views.py checks each)
     "limits": ("max_move_mm", "min_move_mm", "max_rotate_deg", "min_rotate_deg", "max_wait_s", "max_batch"),
     "workspace_mm": ("x", "y", "z"),
@@ -113,7 +161,7 @@ _SECTIONS = {         # section -> its keys (None: free-form); every section but
                    "blend_mm", "blend_deg"),
     "control": ("period_s",),
 }
-_OPTIONAL = ("description", "safety", "cameras")
+_OPTIONAL = ("description", "safety", "cameras", "backends")
 
 
 class _Reader:
@@ -131,9 +179,9 @@ class _Reader:
             self.fail(key, f"must be a mapping, got {type(v).__name__}")
         keys = _SECTIONS[key]
         if keys is not None:
-            extra = sorted(str(k) for k in set(v) - set(keys))
+            extra = set(v) - set(keys)
             if extra:
-                self.fail(key, f"unknown key(s) {extra} (known: {', '.join(keys)})")
+                self.fail(key, unknown_key_message(extra, keys))
         return v
 
     def num(self, d: dict, key: str, where: str, positive: bool = True) -> float:
@@ -193,9 +241,9 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
     for key in _SECTIONS:
         if key not in d and key not in _OPTIONAL:
             r.fail(key, "missing section")
-    extra = sorted(str(k) for k in set(d) - set(_SECTIONS))
+    extra = set(d) - set(_SECTIONS)
     if extra:
-        r.fail("profile", f"unknown section(s) {extra} (known: {', '.join(_SECTIONS)})")
+        r.fail("profile", unknown_key_message(extra, _SECTIONS, "section"))
     if not isinstance(d["name"], str) or not d["name"].strip():
         r.fail("name", f"must be a non-empty string, got {d['name']!r}")
     lim = r.section(d, "limits")
@@ -248,16 +296,21 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
             r.fail(f"tolerances.{key}", f"must be >= 0, got {getattr(tolerances, key):g}")
     r.ordered(tolerances.position_mm, tolerances.continue_mm, "tolerances.continue_mm", "position_mm",
               "continue_mm")
-    safety = d.get("safety") or {}
-    if not isinstance(safety, dict):
-        r.fail("safety", f"must be a mapping, got {type(safety).__name__}")
+    safety = from_mapping(Safety, r.section(d, "safety"), source or "profile", "safety") \
+        if d.get("safety") is not None else None
+    backends = d.get("backends") or []
+    from .registry import ROBOTS
+    if not isinstance(backends, list) or any(b not in ROBOTS for b in backends):
+        r.fail("backends", f"must be a list of robot backends ({', '.join(ROBOTS)}), got {backends!r}")
+    views = r.views(d.get("cameras"), dirs)
     return RobotProfile(
         name=d["name"], description=str(d.get("description", "")), limits=limits,
-        workspace_mm=ws, directions=dirs, rotation_frame=rot["frame"], rotation_axes=axes,
+        workspace_mm=ReadOnly(ws), directions=ReadOnly({k: _frozen_vector(v) for k, v in dirs.items()}),
+        rotation_frame=rot["frame"], rotation_axes=ReadOnly({k: _frozen_vector(v) for k, v in axes.items()}),
         gripper_max_width_mm=gmax, gripper_min_width_mm=gmin,
         move_mm_s=r.num(speeds, "move_mm_s", "speeds"), rotate_deg_s=r.num(speeds, "rotate_deg_s", "speeds"),
         tolerances=tolerances, period_s=r.num(r.section(d, "control"), "period_s", "control"),
-        max_tilt_deg=max_tilt, safety=dict(safety), source=source, cameras=r.views(d.get("cameras"), dirs))
+        max_tilt_deg=max_tilt, safety=safety, source=source, cameras=ReadOnly(views), backends=tuple(backends))
 
 
 def load_profile(name_or_path: str | Path) -> RobotProfile:
@@ -266,11 +319,30 @@ def load_profile(name_or_path: str | Path) -> RobotProfile:
     if not p.suffix:
         p = config_dir() / "robots" / f"{name_or_path}.yaml"
     if not p.exists():
-        known = sorted(x.stem for x in (config_dir() / "robots").glob("*.yaml"))
-        raise ConfigError(f"robot profile {name_or_path!r} not found (known: {', '.join(known)})")
+        from .strict_config import nearest
+        known = profile_names()
+        raise ConfigError(f"robot profile {name_or_path!r} not found{nearest(str(name_or_path), known)} "
+                          f"(known: {', '.join(known)})")
     try:
         with open(p) as f:
             doc = yaml.safe_load(f)
     except yaml.YAMLError as e:
         raise yaml_error(p, e) from None
     return profile_from_dict(doc, source=str(p))
+
+
+def profile_names() -> list[str]:
+    """The profiles in ``configs/robots/``."""
+    return sorted(x.stem for x in (config_dir() / "robots").glob("*.yaml"))
+
+
+def profiles_for(backend: str) -> list[str]:
+    """The packaged profiles that describe ``backend`` (for a message that says what would fit)."""
+    out = []
+    for name in profile_names():
+        try:
+            if backend in load_profile(name).backends:
+                out.append(name)
+        except ConfigError:
+            pass
+    return out

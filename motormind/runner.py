@@ -1,22 +1,24 @@
-"""The in-process episode runner: the five roles around the Controller, on threads and queues.
+"""The in-process driver of the episode machine: the five roles around the Controller, on threads.
 
-plan -> (batch -> controller -> report [-> verify]) ... until success, a budget, or give-up.
-Replans when the Verifier rejects a claim, when a subgoal keeps failing, or when a role fails safe.
-The evaluator's success check (privileged, simulation only) ends the episode; no role sees it.
-
-Every decision is made by the transport-agnostic components of ``motormind.components`` (the
-same ones the ROS 2 nodes wrap); this module only carries their messages in-process: it observes
-the robot, runs the Controller, hands the Monitor its snapshots and records what happens.
+The decisions (what happens after a plan, a report or a verdict; the budgets; the end) are the
+episode machine's (``motormind/episode/machine.py``), the same one the ROS 2 Executor node drives.
+This module answers the machine's actions at once, on the caller's thread: it observes the robot,
+runs the Controller, asks the Verifier and the Planner, hands the Monitor its snapshots and records
+what happens. The evaluator's success check (privileged, simulation only) is read at the loop head;
+no role sees it.
 """
 from __future__ import annotations
 
 import time
 from typing import Callable
 
-from .components import (Context, EpisodeBook, EpisodeConfig, EpisodeResult, ExecutorComponent,
-                         MonitorComponent, PlannerComponent, VerifierComponent, brief_report, operator_rejection,
-                         review_batch)
+from .components import (Context, ExecutorComponent, MonitorComponent, PlannerComponent, VerifierComponent,
+                         operator_rejection, review_batch)
 from .controller import CancelToken, Controller, Report
+from .episode.book import EpisodeResult
+from .episode.config import EpisodeConfig
+from .episode.machine import (AwaitPlan, Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks,
+                              Verify)
 from .record import Recorder
 from .roles.executor import Executor
 from .roles.memory import Memory
@@ -25,10 +27,6 @@ from .roles.planner import Planner
 from .roles.verifier import Verifier
 
 __all__ = ["EpisodeConfig", "EpisodeResult", "EpisodeRunner"]
-
-
-def _brief_report(rep: Report | None) -> str:
-    return brief_report(rep)
 
 
 class EpisodeRunner:
@@ -55,24 +53,32 @@ class EpisodeRunner:
             self.controller = Controller(robot, self.profile, on_event=self._on_controller_event)
         self.token: CancelToken | None = None   # the batch under way
         rec = self.rec
-        self.planner = Planner(brain, rec)
-        self.executor = Executor(brain, rec)
-        self.verifier = Verifier(brain, rec)
         self.monitor = Monitor(brain, rec) if self.cfg.monitor else None
         self.memory = Memory(brain, rec, instruction) if self.cfg.memory else None
         self.context = Context(self.profile, instruction, self._memory_text,
                                list(getattr(robot, "camera_names", None) or []) or None)
-        self.book = EpisodeBook(self.cfg)
-        self.t0 = self.book.t0
-        self.planner_c = PlannerComponent(self.planner, self.cfg, self.context, self._emit, self._say)
-        self.executor_c = ExecutorComponent(self.executor, self.cfg, self.context, self._say)
-        self.verifier_c = VerifierComponent(self.verifier, self.cfg, self.context)
+        self.planner_c = PlannerComponent(Planner(brain, rec), self.cfg, self.context, self._emit, self._say)
+        self.executor_c = ExecutorComponent(Executor(brain, rec), self.cfg, self.context, self._say)
+        self.verifier_c = VerifierComponent(Verifier(brain, rec), self.cfg, self.context)
         self.monitor_c = MonitorComponent(self.monitor, instruction) if self.monitor else None
+        self.vlm = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0}
+        self.machine = EpisodeMachine(self.cfg, self.executor_c, Hooks(
+            evaluate=lambda: (self.success_fn(), self.steps_fn()), look=self._look,
+            has_success_check=self.has_success_check, unfit=self._unfit, stop_reason=lambda: self._stop_reason,
+            hold=self._park, review=self._review if operator is not None else None,
+            interject=self._new_instruction if operator is not None else None,
+            rejection=lambda batch, note: operator_rejection(batch, note, self.robot.observe().state_dict()),
+            vlm=lambda: (self.vlm["calls"], self.vlm["s"]), say=self._say,
+            brain=getattr(brain, "name", "?"), privileged=bool(getattr(brain, "privileged", False))))
+        self.book = self.machine.book
+        self.t0 = self.machine.t0
         self.observers: list = []        # fn(label, Observation) at every look (the MCAP recorder)
         self._stop_reason = ""
-        self.motion_s = 0.0
-        self.vlm = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0}
         self.rec.listeners.append(self._count_call)
+
+    @property
+    def motion_s(self) -> float:
+        return self.machine.motion_s
 
     def _count_call(self, ev: dict) -> None:
         if ev["kind"] == "vlm_call":
@@ -117,6 +123,9 @@ class EpisodeRunner:
     def _say(self, text: str) -> None:
         self.progress(f"{self._clock(self.steps_fn())} {text}")
 
+    def _unfit(self) -> str:
+        return getattr(self.brain, "unfit", "") or ""
+
     def _on_controller_event(self, kind: str, data: dict) -> None:
         if kind == "command_end" and self.monitor_c is not None:
             # runs on the Controller's thread: a cheap state snapshot, the brain call is the Monitor's
@@ -137,18 +146,6 @@ class EpisodeRunner:
                 self.memory.flush(timeout=5)
                 self.memory.close()
 
-    def _apply(self, decision) -> bool:
-        """Hand a plan decision to the executor and the book; True when the episode ends."""
-        if decision is None:
-            return False
-        if self.book.on_unfit(self._unfit()):      # the plan failed because the endpoint cannot see
-            return True
-        self.executor_c.on_plan(decision)
-        return self.book.on_plan(decision)
-
-    def _unfit(self) -> str:
-        return getattr(self.brain, "unfit", "") or ""
-
     def _preflight(self, images: dict) -> None:
         """Before the first plan: the brain checks that it sees the cameras (Brain.preflight)."""
         check = getattr(self.brain, "preflight", None)
@@ -157,64 +154,49 @@ class EpisodeRunner:
             self._say(f"VLM endpoint check: {found.get('verdict')} - {str(found.get('message', ''))[:140]}")
 
     def _run(self) -> EpisodeResult:
-        book, ex = self.book, self.executor_c
+        m = self.machine
         state, images = self._look("start")
         self._preflight(images)
-        if not book.on_unfit(self._unfit()):
-            self._apply(self.planner_c.start(state, images))
-        while not book.over:
-            if self.operator is not None:
-                self.operator.park(abort=lambda: bool(self._stop_reason))
-            if book.check(self.steps_fn(), self.success_fn(), self._stop_reason, self._unfit()):
-                break
-            if self.operator is not None and self._apply(self._new_instruction()):
-                break
-            sg = ex.subgoal
-            bid = book.next_batch_id()
-            state, images = self._look(f"{bid} {sg.id}")
-            prop = ex.propose(state, images, bid)
-            decision = None
-            if prop.batch is not None:
-                batch, source, note = self._review(prop.batch)
-                if batch is not None:
-                    self.rec("batch", batch=batch, brain=prop.brain, privileged=prop.privileged, source=source)
-                    report = self._execute(batch, sg)
-                    rep = report.to_json()
-                else:                      # rejected by the operator: nothing moves
-                    rep = operator_rejection(prop.batch, note, self.robot.observe().state_dict())
-                self._emit("report", **rep)
-                self._say(f"{sg.id} batch {rep['batch_id']}: {rep['status']}"
-                          + (f" - {rep['reason'][:120]}" if rep["reason"] else ""))
-                if book.on_report(rep):
-                    break
-                if self.success_fn():
-                    continue   # the loop head records the success
-                after = ex.on_report(rep)
-                if after.verify:
-                    state, images = self._look(f"verify {sg.id}")
-                    verdict = self.verifier_c.verify(sg, ex.plan, rep, state, images, ex.last_verdict)
-                    self._emit("verdict", **verdict.to_json())
-                    self._say(f"{sg.id} verdict: {'achieved' if verdict.achieved else 'REJECTED'} - "
-                              f"{verdict.evidence[:100]}")
-                    book.on_verdict(verdict)
-                    esc = ex.on_verdict(verdict)
-                    if esc is not None and book.plan_verified(self.has_success_check, self.success_fn):
-                        continue           # ended (no privileged check), or the loop head records the success
-                    if esc is not None:
-                        decision = self.planner_c.on_escalation(esc, self._look)
-                    else:
-                        decision = self.planner_c.on_verdict(verdict, self._look)
-                elif after.escalate is not None:
-                    decision = self.planner_c.on_escalation(after.escalate, self._look)
-            elif prop.escalate is not None:
-                decision = self.planner_c.on_escalation(prop.escalate, self._look)
-            if self._apply(decision):
-                break
-        return book.result(self.steps_fn(), getattr(self.brain, "name", "?"),
-                           bool(getattr(self.brain, "privileged", False)), ex.plan,
-                           self.vlm["calls"], self.vlm["s"], self.motion_s)
+        actions = m.start()
+        if not m.over:
+            actions += m.plan(self.planner_c.start(state, images))
+        while actions:
+            actions += self._answer(actions.pop(0))
+        return m.result
+
+    def _answer(self, a) -> list:
+        """Do what the machine asks, at once; what it says to that."""
+        m = self.machine
+        if isinstance(a, Execute):
+            sg = self.executor_c.subgoal
+            self.rec("batch", batch=a.batch, brain=a.brain, privileged=a.privileged, source=a.source)
+            rep = self._execute(a.batch, sg).to_json()
+            self._emit("report", **rep)
+            return m.report(rep)
+        if isinstance(a, Deliver):
+            self._emit("report", **a.report)
+            return m.report(a.report)
+        if isinstance(a, Verify):
+            sg, rep = a.subgoal, a.report
+            state, images = self._look(f"verify {sg.id}")
+            verdict = self.verifier_c.verify(sg, self.executor_c.plan, rep, state, images, self.executor_c.last_verdict)
+            self._emit("verdict", **verdict.to_json())
+            return m.verdict(verdict, rep["batch_id"])
+        if isinstance(a, Escalate):
+            return m.plan(self.planner_c.on_escalation(a.escalation, self._look))
+        if isinstance(a, AwaitPlan):
+            return m.plan(self.planner_c.on_verdict(a.verdict, self._look))
+        if isinstance(a, (End, Hold)):      # (in-process the operator's hold waits in _park)
+            return []
+        raise TypeError(f"unknown action {a!r}")
 
     # -- the operator (console) ----------------------------------------------------------------
+    def _park(self) -> bool:
+        """The operator's pause holds here, before the next batch (the desk waits); never 'hold'."""
+        if self.operator is not None:
+            self.operator.park(abort=lambda: bool(self._stop_reason))
+        return False
+
     def _new_instruction(self):
         """A new task from the operator: the Planner replans for it (None: none waiting)."""
         text = self.operator.take_instruction()
@@ -228,24 +210,19 @@ class EpisodeRunner:
 
     def _review(self, batch: dict) -> tuple:
         """Approval mode: the operator approves, edits or rejects the batch. -> (batch or None, source, note)"""
-        if self.operator is None:
-            return batch, "executor", ""
         return review_batch(self.operator, batch, self.rec, self._say, lambda: bool(self._stop_reason))
 
     def _execute(self, batch: dict, sg) -> Report:
         token = self.token = CancelToken()
         if self.monitor_c:
             self.monitor_c.begin(batch, sg, token)
-        t_m = time.monotonic()
         try:
             return self.controller.run(batch, token, source="executor")
         finally:
             self.token = None
-            self.motion_s += time.monotonic() - t_m
             if self.monitor_c:
                 self.monitor_c.end()
 
     def _clock(self, steps: int) -> str:
         b = self.cfg.max_steps
         return f"[{time.monotonic() - self.t0:6.1f}s step {steps:4d}{'/' + str(b) if b else ''}]"
-

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .commands import ID_MAX_CHARS, NOTE_MAX_CHARS, OPS, RATIONALE_MAX_CHARS
+from .commands import ID_MAX_CHARS, RATIONALE_MAX_CHARS
 from .errors import ResponseError
 from .strict_json import finite_number, show
+from .vocabulary import command_schema
 
 _SRC = {"type": "string", "maxLength": ID_MAX_CHARS}          # an optional label, e.g. "oracle"
 
@@ -30,12 +31,7 @@ PLANNER = {
     },
 }
 
-_COMMAND = {"type": "object", "required": ["op"], "properties": {     # the Controller checks the rest
-    "op": {"type": "string", "enum": list(OPS)},
-    "direction": {"type": "string"}, "vector": {"type": "array", "items": {"type": "number"}},
-    "distance_mm": {"type": "number"}, "axis": {"type": "string"}, "angle_deg": {"type": "number"},
-    "action": {"type": "string", "enum": ["open", "close"]}, "width": {"type": "number"},
-    "seconds": {"type": "number"}, "note": {"type": "string", "maxLength": NOTE_MAX_CHARS}}}
+_COMMAND = command_schema()       # from the vocabulary (motormind/commands.py); the Controller checks the rest
 
 EXECUTOR = {
     "type": "object", "additionalProperties": False,

@@ -50,9 +50,10 @@ def parse_views(section: dict | None, directions: dict, where: str = "cameras") 
         at = f"{where}.{name}"
         if not isinstance(d, dict):
             raise ConfigError(f"{at}: must be a mapping (mount, where, looks, image_right, image_up)")
-        extra = sorted(set(d) - _KEYS)
+        extra = set(d) - _KEYS
         if extra:
-            raise ConfigError(f"{at}: unknown key(s) {extra} (known: {sorted(_KEYS)})")
+            from .strict_config import unknown_key_message
+            raise ConfigError(f"{at}: {unknown_key_message(extra, _KEYS)}")
         for k in ("mount", "looks", "image_right", "image_up"):
             if k not in d:
                 raise ConfigError(f"{at}.{k}: missing")

@@ -70,6 +70,25 @@ class CameraConfig:
         return cls(name=str(name), source=src, width=spec.get("width"), height=spec.get("height"), rotate=rot)
 
 
+def parse_camera_specs(items) -> dict:
+    """``NAME=SOURCE`` items (a list, or one string of them separated by commas, as the ``camera:=``
+    launch argument and ``--camera`` give them) -> ``{name: source}``. The one rule for every entry
+    point: each item names its camera (the profile's ``cameras`` section describes it by that name),
+    a name is given once, a source is not empty."""
+    if isinstance(items, str):
+        items = [i for i in (x.strip() for x in items.split(",")) if i]
+    out: dict = {}
+    for item in items or ():
+        name, sep, src = str(item).partition("=")
+        name, src = name.strip(), src.strip()
+        if not sep or not name or not src:
+            raise ConfigError(f"camera: {item!r} is not NAME=SOURCE (e.g. front=0 or front=rtsp://...)")
+        if name in out:
+            raise ConfigError(f"camera: {name!r} is given twice")
+        out[name] = src
+    return out
+
+
 class Camera:
     """One OpenCV capture. ``open()`` raises CameraError naming the camera if it is missing."""
 

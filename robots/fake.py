@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 import threading
 import time
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from motormind.errors import RobotFault
-from motormind.geometry import axis_angle_to_mat, mat_to_quat, quat_to_mat, rot_error
+from motormind.geometry import axis_angle_to_mat, mat_to_quat, rot_error
 from motormind.profile import RobotProfile, load_profile
 from motormind.robot import Motion, MotionResult, Observation, Robot
 
@@ -115,6 +117,26 @@ class FakeRobot(Robot):
 
     def stop(self) -> None:
         self._stop.set()
+
+
+@dataclass
+class FakeConfig:
+    """``robot: {type: fake}``: the kinematic fake (it moves as any profile says: it runs with any)."""
+    type: Literal["fake"] = "fake"
+    realtime: bool = False                     # move in real time (so cancels and stops land mid-batch)
+    image_size: int = field(default=32, metadata={"ge": 8})       # px, square
+    start_pos_mm: tuple[float, ...] = (400.0, 0.0, 200.0)          # base frame
+
+    any_profile: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if len(self.start_pos_mm) != 3:
+            from motormind.errors import ConfigError
+            raise ConfigError(f"start_pos_mm: must be [x, y, z] mm, got {list(self.start_pos_mm)!r}")
+
+    def build(self, profile: RobotProfile) -> FakeRobot:
+        return FakeRobot(profile, start_pos_m=tuple(v / 1000.0 for v in self.start_pos_mm), realtime=self.realtime,
+                         image_size=self.image_size)
 
 
 class OvershootingFakeRobot(FakeRobot):

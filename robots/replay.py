@@ -34,13 +34,28 @@ class RecordingRobot(Robot):
     def stop(self) -> None:
         self.inner.stop()
 
+    @property
+    def camera_names(self) -> list[str]:
+        return self.inner.camera_names
+
+    def close(self) -> None:
+        self.inner.close()
+
 
 class ReplayRobot(Robot):
-    def __init__(self, profile, observations: list[Observation], results: list[MotionResult]):
+    def __init__(self, profile, observations: list[Observation], results: list[MotionResult],
+                 camera_names: list[str] | None = None):
         self.profile = profile
         self._obs = list(observations)
         self._res = list(results)
         self.motions: list[Motion] = []
+        # the recorded backend's cameras (default: those of the first recorded observation with images)
+        self._cameras = list(camera_names) if camera_names is not None else \
+            next((list(o.images) for o in self._obs if o.images), [])
+
+    @property
+    def camera_names(self) -> list[str]:
+        return self._cameras
 
     def observe(self, images: bool = False) -> Observation:
         if not self._obs:

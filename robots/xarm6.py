@@ -35,6 +35,8 @@ import os
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -43,6 +45,7 @@ from motormind.geometry import angle_between, mat_to_quat, mat_to_rpy, rpy_to_ma
 from motormind.profile import RobotProfile, load_profile
 from motormind.robot import Motion, MotionResult, Observation, Robot
 
+from .cameras import parse_camera_specs
 from .xarm_errors import XArmFault, controller_fault, sdk_fault
 
 log = logging.getLogger("motormind.robots.xarm6")
@@ -225,30 +228,26 @@ class XArm6Robot(Robot):
 
     # ============================================================================ safety layer
     def safety_targets(self) -> dict:
-        """What the arm's own safety layer is set to, from the profile (mm, mm/s, kg)."""
+        """What the arm's own safety layer is set to, from the profile (mm, mm/s, kg): its workspace
+        box and its ``safety`` block (checked when the profile loaded: motormind/profile.py)."""
         ws = self.profile.workspace_mm
-        s = self.profile.safety or {}
+        s = self.profile.safety
+        if s is None:
+            raise ConfigError(f"profile {self.profile.name}: the xArm6 needs a safety block (the arm's own "
+                              "safety layer is set from it and read back on connect)")
         out = {
             # x max, x min, y max, y min, z max, z min: rounded inwards to whole mm
             "boundary": [math.floor(ws["x"][1]), math.ceil(ws["x"][0]), math.floor(ws["y"][1]),
                          math.ceil(ws["y"][0]), math.floor(ws["z"][1]), math.ceil(ws["z"][0])],
-            "fence": bool(s.get("fence", True)),
-            "reduced_mode": bool(s.get("reduced_mode", True)),
+            "fence": s.fence,
+            "reduced_mode": s.reduced_mode,
         }
-        if "reduced_tcp_speed_mm_s" in s:
-            out["reduced_tcp_speed"] = float(s["reduced_tcp_speed_mm_s"])
-        if "collision_sensitivity" in s:
-            v = s["collision_sensitivity"]
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 5:
-                raise ConfigError(f"safety.collision_sensitivity: must be an integer 0..5, got {v!r}")
-            out["collision_sensitivity"] = int(v)
-        if "tcp_load_kg" in s:
-            com = s.get("tcp_load_com_mm", [0, 0, 0])
-            if not (isinstance(com, (list, tuple)) and len(com) == 3):
-                raise ConfigError(f"safety.tcp_load_com_mm: must be [x, y, z] mm, got {com!r}")
-            out["tcp_load"] = [float(s["tcp_load_kg"]), [float(c) for c in com]]
-        if out["reduced_mode"] and "reduced_tcp_speed" not in out:
-            raise ConfigError("safety.reduced_mode is on but safety.reduced_tcp_speed_mm_s is missing")
+        if s.reduced_tcp_speed_mm_s is not None:
+            out["reduced_tcp_speed"] = float(s.reduced_tcp_speed_mm_s)
+        if s.collision_sensitivity is not None:
+            out["collision_sensitivity"] = int(s.collision_sensitivity)
+        if s.tcp_load_kg is not None:
+            out["tcp_load"] = [float(s.tcp_load_kg), [float(c) for c in s.tcp_load_com_mm]]
         return out
 
     def _apply_safety(self) -> None:
@@ -757,12 +756,33 @@ class XArm6Robot(Robot):
             time.sleep(min(period, left))
 
 
-def make_robot(profile: RobotProfile | str = "xarm6", **config) -> XArm6Robot:
-    """Factory for the CLI / launch files: ``make_robot(ip="192.168.1.222", command_port=502, cameras={...})``."""
-    if "ip" not in config:
-        raise ConfigError("xarm6: 'ip' (the controller's IPv4 address) is required")
-    ip = config.pop("ip")
-    return XArm6Robot(ip, profile, **config)
+@dataclass
+class XArm6Config:
+    """``robot: {type: xarm6, ip: 192.168.1.222, cameras: [front=0]}``: the arm (or its emulator)."""
+    type: Literal["xarm6"] = "xarm6"
+    ip: str = ""                                          # the controller's IPv4 address (required)
+    command_port: int = field(default=502, metadata={"ge": 1, "le": 65535})   # the emulator may use another
+    cameras: tuple[str, ...] = ()                         # NAME=SOURCE each (robots/cameras.py)
+    gripper: bool = True                                  # drive the xArm Gripper
+    stall_timeout_s: float = field(default=1.0, metadata={"gt": 0})
+
+    any_profile: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if not self.ip:
+            raise ConfigError("ip: required for the xArm6 (the controller's IPv4 address, e.g. 192.168.1.222)")
+        check_ipv4(self.ip)
+        parse_camera_specs(self.cameras)
+
+    @staticmethod
+    def profile_issue(profile: RobotProfile) -> str:
+        return "" if profile.safety is not None else \
+            f"profile {profile.name} has no safety block: the xArm6's own safety layer is set from it"
+
+    def build(self, profile: RobotProfile) -> "XArm6Robot":
+        return XArm6Robot(self.ip, profile, command_port=self.command_port,
+                          cameras=parse_camera_specs(self.cameras) or None, gripper=self.gripper,
+                          stall_timeout_s=self.stall_timeout_s)
 
 
-__all__ = ["XArm6Robot", "XArmFault", "RobotFault", "check_ipv4", "make_robot", "rpy_to_mat", "mat_to_rpy"]
+__all__ = ["XArm6Config", "XArm6Robot", "XArmFault", "RobotFault", "check_ipv4", "rpy_to_mat", "mat_to_rpy"]

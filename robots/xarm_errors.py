@@ -31,6 +31,7 @@ controller             any other controller error (the message carries its code 
 from __future__ import annotations
 
 from motormind.errors import RobotFault
+from motormind.results import FaultKind
 
 # controller error code -> (kind, meaning)
 CONTROLLER_ERRORS: dict[int, tuple[str, str]] = {
@@ -71,6 +72,8 @@ CONTROLLER_ERRORS: dict[int, tuple[str, str]] = {
     111: ("controller", "external RS485 communication error"),
 }
 
+CONTROLLER_ERRORS = {c: (FaultKind.parse(k, f"CONTROLLER_ERRORS[{c}]"), m) for c, (k, m) in CONTROLLER_ERRORS.items()}
+
 CONTROLLER_WARNINGS: dict[int, str] = {
     11: "command cache full", 12: "parameter error", 13: "command does not exist",
     14: "no solution", 15: "Modbus command cache full",
@@ -105,6 +108,8 @@ SDK_CODES: dict[int, tuple[str, str]] = {
     102: ("gripper", "the gripper reports a fault"),
     103: ("gripper", "the gripper is not enabled"),
 }
+
+SDK_CODES = {c: (FaultKind.parse(k, f"SDK_CODES[{c}]"), m) for c, (k, m) in SDK_CODES.items()}
 
 
 class XArmFault(RobotFault):

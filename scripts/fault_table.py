@@ -52,7 +52,7 @@ def _mean(xs):
 
 
 def main(argv=None) -> int:
-    from motormind.episode import RunSpec, run_episode
+    from motormind.episode.run import RunSpec, run_episode
     from motormind.serve.faults import FAULTS
     from motormind.serve.quirks import QUIRKS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

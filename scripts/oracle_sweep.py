@@ -23,7 +23,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 
 def main(argv=None) -> int:
-    from motormind.episode import RunSpec, run_episode
+    from motormind.episode.run import RunSpec, run_episode
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suites", nargs="+", default=["libero_spatial", "libero_object"])
     ap.add_argument("--tasks", default="0-4")

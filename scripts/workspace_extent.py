@@ -6,7 +6,7 @@ collects, in the robot's base frame (mm): every object's grasp heights (its top,
 its bottom + 11 mm), every region's centre and its top + 15 cm (where a carried object is lowered
 from), and every articulated fixture's handle parts. It prints the extent per axis and the points
 outside the profile's box, and writes the measurement as JSON (tests/data/libero_workspace.json
-by default: the extent per task) for tests/test_oracle_sim.py.
+by default: the extent per task) for tests/brains/test_oracle_sim.py.
 
     MUJOCO_GL=osmesa .venv/bin/python scripts/workspace_extent.py --suites base pro --inits 0
 """

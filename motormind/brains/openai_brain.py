@@ -111,7 +111,7 @@ class VLMConfig:
     faults: dict = field(default_factory=dict)  # serve-brain fault plan (motormind.serve.faults)
     quirks: dict = field(default_factory=dict)  # serve-brain quirk plan (motormind.serve.quirks)
     text_style: str = "fenced"                  # serve-brain: how it answers without response_format
-    source: str = ""                            # where the config came from (filled in by the loader)
+    source: str = field(default="", metadata={"internal": True})   # where the config came from (the loader's)
 
     def __post_init__(self) -> None:
         if self.structured_output not in _STRUCTURED:
@@ -228,20 +228,21 @@ def apply_overrides(d: dict, overrides) -> dict:
 
 
 def vlm_config_from_dict(d: dict, source: str = "") -> VLMConfig:
+    """A VLM config from its mapping, strictly (``strict_config``): an unknown key names the nearest
+    valid one, a value of the wrong type names the field, and every error names ``source``."""
+    from ..strict_config import from_mapping
+    where = source or "VLM config"
     if not isinstance(d, dict):
-        raise ConfigError(f"{source or 'VLM config'}: must be a mapping")
-    known = {f.name for f in fields(VLMConfig)}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise ConfigError(f"{source or 'VLM config'}: unknown key(s) {unknown} (known: {sorted(known - {'source'})})")
+        raise ConfigError(f"{where}: must be a mapping")
     d = _expand(d)
     for k in ("prices", "extra_body", "headers", "roles", "faults", "quirks"):
-        if d.get(k) is None:
+        if k in d and d.get(k) is None:
             d.pop(k, None)
-    try:
-        return VLMConfig(**{**d, "source": source})
-    except TypeError as e:
-        raise ConfigError(f"{source or 'VLM config'}: {e}") from None
+    if "source" in d:
+        raise ConfigError(f"{where}: source: set by the loader (where the config came from), not by the file")
+    cfg = from_mapping(VLMConfig, d, where)
+    cfg.source = source
+    return cfg
 
 
 def load_vlm_config(name_or_path: str | Path | dict, overrides=()) -> VLMConfig:
@@ -793,45 +794,3 @@ def _brief(a: dict) -> str:
     elif a.get("message"):
         s += f" ({a['message'][:120]})"
     return s
-
-
-# -- building, with the local server when the config says so -----------------------------------
-def build_openai_brain(vlm: str | Path | dict | VLMConfig, robot=None, profile=None, overrides=(),
-                       record: Callable[..., None] | None = None) -> OpenAIBrain:
-    """The openai brain for a run. With ``serve: oracle`` (or ``replay``) it first starts
-    ``serve-brain`` in a thread of this process, holding the oracle next to the live simulation,
-    and points the client at it; ``close()`` stops the server."""
-    cfg = vlm if isinstance(vlm, VLMConfig) else load_vlm_config(vlm, overrides)
-    rec = record or (lambda kind, **data: None)
-    server = None
-    if cfg.serve:
-        from ..serve.server import BrainServer, ReplayBrain
-        if cfg.serve == "oracle":
-            if robot is None or not hasattr(robot, "scene"):
-                raise ConfigError("serve: oracle needs a simulated robot (its privileged scene)")
-            from .oracle import OracleBrain
-            backend = OracleBrain(robot.scene(), profile or robot.profile)
-        else:
-            backend = ReplayBrain(cfg.replay)
-        server = BrainServer(backend, model=cfg.model, faults=cfg.faults or None, on_event=rec,
-                             text_style=cfg.text_style, quirks=cfg.quirks or None,
-                             family=cfg.image_rules).start()
-        cfg.base_url = server.url
-        cfg.send_context = True                       # the oracle answers from the role's context
-        cfg.privileged = cfg.privileged or bool(getattr(backend, "privileged", False))
-        if not cfg.api_key:
-            cfg.api_key, cfg.api_key_env = "local", None
-        if not cfg.label:
-            cfg.label = f"openai:{cfg.model}"
-    scene_fn = robot.scene if (cfg.send_scene and robot is not None and hasattr(robot, "scene")) else None
-    prof = profile or getattr(robot, "profile", None)
-    try:
-        brain = OpenAIBrain(cfg, on_event=rec, scene_fn=scene_fn, profile_name=getattr(prof, "name", None))
-    except Exception:
-        if server:
-            server.close()
-        raise
-    if server:
-        brain._owned.append(server)
-        brain.server = server
-    return brain

@@ -27,6 +27,23 @@ class ScriptedBrain(Brain):
         self._pos: dict = {}
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_config(cls, cfg, _robot=None, _profile=None, _record=None) -> "ScriptedBrain":
+        """The registry's ``scripted`` brain (motormind/registry.py): ``cfg.script`` is a JSON file
+        ``{role: [answers]}``; a missing or malformed file is a ConfigError naming it."""
+        from ..errors import CommandError, ConfigError
+        from ..strict_json import decode_json
+        try:
+            with open(cfg.script) as fh:
+                script = decode_json(fh.read(), cfg.script)
+        except OSError as e:
+            raise ConfigError(f"script: cannot read {cfg.script}: {e.strerror or e}") from None
+        except CommandError as e:
+            raise ConfigError(f"script: {e}") from None
+        if not isinstance(script, dict) or not all(isinstance(v, list) for v in script.values()):
+            raise ConfigError(f"script: {cfg.script} must hold an object {{role: [answers]}}")
+        return cls(script)
+
     def respond(self, req: BrainRequest) -> BrainReply:
         with self._lock:
             self.requests.append(req)

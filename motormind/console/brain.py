@@ -66,6 +66,11 @@ class OperatorOnlyBrain(Brain):
     privileged = False
     roles = ("executor", "verifier")
 
+    @classmethod
+    def from_config(cls, _cfg, _robot=None, _profile=None, _record=None) -> "OperatorOnlyBrain":
+        """The registry's ``operator`` brain (motormind/registry.py): nothing to configure."""
+        return cls()
+
     def respond(self, req: BrainRequest) -> BrainReply:
         ctx = req.context or {}
         if req.role == "planner":

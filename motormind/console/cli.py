@@ -51,28 +51,27 @@ def register(sub) -> None:
 
 
 def _robot(a):
+    """The robot ``--robot`` names, through the registry (motormind/registry.py), with its own profile."""
+    from ..profile import load_profile
+    from ..registry import build_robot, robot_config
     from ..errors import ConfigError
     if a.robot == "fake":
-        from ..robots.fake import FakeRobot
-        return FakeRobot(realtime=a.realtime, image_size=96)
-    if not a.robot_ip:
-        raise ConfigError("--robot-ip: required for --robot xarm6 (the controller's IPv4 address)")
-    from ..robots.xarm6 import XArm6Robot
-    cams = {}
-    for item in a.camera:
-        name, sep, src = item.partition("=")
-        if not sep or not name or not src:
-            raise ConfigError(f"--camera: {item!r} is not NAME=SOURCE (e.g. front=0 or front=rtsp://...)")
-        cams[name] = src
-    return XArm6Robot(a.robot_ip, "xarm6", command_port=a.command_port, cameras=cams or None)
+        cfg = {"type": "fake", "realtime": a.realtime, "image_size": 96}
+    else:
+        if not a.robot_ip:
+            raise ConfigError("--robot-ip: required for --robot xarm6 (the controller's IPv4 address)")
+        cfg = {"type": "xarm6", "ip": a.robot_ip, "command_port": a.command_port, "cameras": list(a.camera)}
+    try:
+        cfg = robot_config(cfg, where="--robot")
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("--robot.cameras", "--camera").replace("--robot.ip", "--robot-ip")) from None
+    return build_robot(cfg, load_profile(a.robot))
 
 
 def _brain_factory(a, robot):
-    if a.brain == "operator":
-        from .brain import OperatorOnlyBrain
-        return OperatorOnlyBrain
-    from ..brains.openai_brain import build_openai_brain
-    return lambda: build_openai_brain(a.vlm or "openai", robot, robot.profile, tuple(a.vlm_set), None)
+    from ..registry import BrainConfig, build_brain
+    cfg = BrainConfig(a.brain, vlm=a.vlm or "openai", vlm_set=tuple(a.vlm_set))
+    return lambda: build_brain(cfg, robot, robot.profile, None)
 
 
 def _wait_for_signal() -> None:
@@ -98,9 +97,8 @@ def _main(a) -> int:
             import os
             os.environ["ROS_DOMAIN_ID"] = str(a.domain_id)
         from ..ros.console_node import run_console_node
-        argv = ["motormind-console", "--ros-args", "-p", f"profile:={a.profile}"] if a.profile else None
-        return run_console_node(a.host, a.port, a.token, argv)
-    from ..components import EpisodeConfig
+        return run_console_node(a.host, a.port, a.token, a.profile)
+    from ..episode.config import EpisodeConfig
     from ..webserver import listen_for
     from .session import EpisodeHost
 

@@ -43,10 +43,6 @@ class Pending:
         return {"id": self.id, "kind": self.kind, "role": self.role, "since": round(self.since, 3), **self.payload}
 
 
-class DeskClosed(Exception):
-    pass
-
-
 class OperatorDesk:
     def __init__(self, clock=time.monotonic):
         self.clock = clock

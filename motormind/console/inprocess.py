@@ -41,6 +41,7 @@ class InProcessRuntime(Runtime):
             threading.Thread(target=self._capture_loop, args=(1.0 / frame_hz,), name="motormind-console-frames",
                              daemon=True).start()
         p = self.profile
+        self.view.directions = p.directions
         self.view.set_extra(transport=self.transport, robot={
             "profile": p.name, "description": p.description, "directions": sorted(p.directions),
             "axes": sorted(p.rotation_axes), "limits": p.describe_limits(), "cameras": list(robot.camera_names)},

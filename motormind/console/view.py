@@ -10,6 +10,8 @@ import threading
 import time
 from collections import deque
 
+from ..vocabulary import describe
+
 MAX_BATCHES = 30
 MAX_LOG = 300
 
@@ -42,6 +44,7 @@ class ConsoleView:
         self.controller = {"estop": False, "estop_reason": "", "paused": False, "held": ""}
         self.frames: dict = {}                 # camera -> (seq, jpeg bytes, t)
         self.extra: dict = {}                  # runtime facts (robot, profile limits, transport)
+        self.directions = None                 # the profile's direction words: a command's text names them
 
     # -- changes --------------------------------------------------------------------------------
     def _bump(self) -> None:
@@ -129,8 +132,8 @@ class ConsoleView:
             b = self._batch(batch.get("batch_id", "?"))
             b["subgoal_id"] = batch.get("subgoal_id", "")
             b["source"] = ev.get("source") or ev.get("brain", "")
-            b["commands"] = [{"index": i, "command": c, "status": "queued", "reason": ""}
-                             for i, c in enumerate(batch.get("commands") or [])]
+            b["commands"] = [{"index": i, "command": c, "text": describe(c, self.directions), "status": "queued",
+                              "reason": ""} for i, c in enumerate(batch.get("commands") or [])]
             if k == "review":
                 b["status"], b["review"] = "awaiting approval", ev.get("id", "")
                 self._tl(t, k, f"{b['batch_id']} waits for the operator's approval", "warn")
@@ -231,10 +234,12 @@ class ConsoleView:
 
     def _command(self, b: dict, index: int, command) -> dict:
         while len(b["commands"]) <= index:
-            b["commands"].append({"index": len(b["commands"]), "command": {}, "status": "queued", "reason": ""})
+            b["commands"].append({"index": len(b["commands"]), "command": {}, "text": "", "status": "queued",
+                                  "reason": ""})
         c = b["commands"][index]
         if command and not c["command"]:
             c["command"] = command
+            c["text"] = describe(command, self.directions)
         return c
 
     def _mark(self, sgid: str, status: str) -> None:

@@ -162,28 +162,13 @@ def make_brain(name: str, seed: int = 0, noise: dict | None = None, vlm: str | N
 
 
 def _openai(vlm, vlm_set, record, profile):
-    from ..brains.openai_brain import build_openai_brain, load_vlm_config
+    from ..brains.openai_brain import load_vlm_config
+    from ..registry import BrainConfig, openai_brain
     cfg = load_vlm_config(vlm, vlm_set)
     if cfg.send_scene:
         raise ConfigError(f"{cfg.source or vlm}: send_scene ships a live simulator scene, and the diagnostic has "
                           f"none; use serve: oracle (the diagnostic's oracle in-process) or a replay")
-    if cfg.serve != "oracle":
-        return build_openai_brain(cfg, None, profile, (), record)
-    # serve: oracle -> serve-brain in-process with the diagnostic's oracle behind it
-    from ..serve.server import BrainServer
-    server = BrainServer(OracleDiagnoser(profile), model=cfg.model, faults=cfg.faults or None,
-                         on_event=record or (lambda kind, **data: None), text_style=cfg.text_style).start()
-    cfg.serve = None
-    cfg.base_url = server.url
-    cfg.send_context = True              # the privileged snapshot travels in motormind.context
-    cfg.privileged = True
-    if not cfg.api_key:
-        cfg.api_key, cfg.api_key_env = "local", None
-    try:
-        brain = build_openai_brain(cfg, None, profile, (), record)
-    except Exception:
-        server.close()
-        raise
-    brain._owned.append(server)
-    brain.server = server
-    return brain
+    # serve: oracle -> serve-brain in-process with the diagnostic's oracle behind it (the registry's openai
+    # brain starts the server; the privileged snapshot travels in motormind.context)
+    backend = OracleDiagnoser(profile) if cfg.serve == "oracle" else None
+    return openai_brain(BrainConfig("openai", vlm=vlm, vlm_set=tuple(vlm_set)), None, profile, record, backend=backend)

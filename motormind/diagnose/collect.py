@@ -104,15 +104,15 @@ class Collector:
         return self.robot
 
     def rollout(self, suite: str, task: int, init: int) -> Rollout:
-        from motormind.brains.oracle import OracleBrain
         from motormind.record import Recorder
+        from motormind.registry import BrainConfig, build_brain
         from motormind.runner import EpisodeConfig, EpisodeRunner
 
         t0 = time.monotonic()
         robot = self._robot(suite, task, init)
         key = f"{suite}/{task}/{init}"
         scene = robot.scene()
-        brain = OracleBrain(scene, robot.profile)
+        brain = build_brain(BrainConfig("oracle"), robot, robot.profile)
         rec = Recorder(None)
         moments: list[Moment] = []
         cur = {"sid": None, "plan": [], "cmd": None}

@@ -35,6 +35,8 @@ import math
 
 import numpy as np
 
+from ..commands import Done, Gripper, Move, Wait, parse_command
+from ..errors import CommandError
 from .geometry import APPROACH_M, HOLD_MIN_MM, RELEASE_M, PickPlaceGeometry
 
 OPEN_FRACTION = 0.9            # fingers count as open from here
@@ -286,15 +288,15 @@ class Truth:
             return None
         held0 = self.held()
         c0 = self.cost(held=held0)
-        op = cmd.get("op")
-        if op == "done" or op == "wait":
+        c = self.command(cmd)
+        if isinstance(c, (Done, Wait)):
             return 0.0
-        if op == "move":
-            v = self.dirs[cmd["direction"]] * float(cmd["distance_mm"]) / 1000.0
+        if isinstance(c, Move):
+            v = c.displacement_mm / 1000.0
             c1 = self.cost(eef=self.eef + v, held=held0, shift=v if held0 else None)
             return c0 - c1
-        if op == "gripper":
-            act = cmd["action"]
+        if isinstance(c, Gripper) and c.action:
+            act = c.action
             if self.kind == "grasp":
                 if held0:
                     return None
@@ -326,12 +328,21 @@ class Truth:
             return c0 - FAIL_COST_M
         return None
 
+    def command(self, cmd: dict):
+        """An option's command, typed by the vocabulary's parser (``commands.parse_command``), so the
+        truth reads a command as the Controller would. None for an op this model does not judge."""
+        try:
+            return parse_command(cmd, self.o.profile, "option")
+        except CommandError:
+            return None
+
     def decides(self, cmd: dict, delta: float | None) -> str:
         """'progress', 'setback' (or a no-op), or 'unclear' for an option command."""
         if delta is None:
             return "unclear"
-        size = float(cmd.get("distance_mm", 0.0)) / 1000.0 if cmd.get("op") == "move" else 0.0
-        if cmd.get("op") == "move":
+        c = self.command(cmd)
+        size = c.distance_mm / 1000.0 if isinstance(c, Move) else 0.0
+        if isinstance(c, Move):
             if delta >= PROGRESS_FRACTION * size:
                 return "progress"
             if delta <= -PROGRESS_FRACTION * size:

@@ -17,7 +17,7 @@ from .report import split_suite
 
 
 def _bddl(suite, t: int) -> str:
-    from ..sim.libero_pro.suites import task_paths
+    from motormind.sim.libero_pro.suites import task_paths
     bddl, _ = task_paths(suite, t)
     return open(bddl).read()
 
@@ -47,7 +47,7 @@ def check_suite(name: str, tasks: list[int], inits: list[int] = ()) -> list[str]
 
 
 def _check_suite(name: str, tasks: list[int], inits) -> list[str]:
-    from ..sim.libero_pro.suites import SuiteError, require_complete
+    from motormind.sim.libero_pro.suites import SuiteError, require_complete
     try:
         suite = require_complete(name)
     except SuiteError as e:

@@ -44,6 +44,7 @@ def _unique(items: list, what: str) -> list:
 
 def register(sub) -> None:
     from ..argtypes import non_negative_int, out_dir, positive_int, seconds
+    from ..episode.config import WALL_BUDGET_S
     p = sub.add_parser("eval", help="evaluate on LIBERO-PRO suites: parallel, resumable, with reports",
                        description=__doc__)
     p.add_argument("--suites", nargs="+", default=["libero_spatial"],
@@ -61,7 +62,7 @@ def register(sub) -> None:
     p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
                    help="run on Ray (an address, or none for a local Ray)")
     p.add_argument("--max-steps", type=positive_int, default=None, help="override the suites' standard step budgets")
-    p.add_argument("--wall-budget", type=seconds, default=900.0, help="per-episode wall-clock budget, s (> 0)")
+    p.add_argument("--wall-budget", type=seconds, default=WALL_BUDGET_S, help="per-episode wall-clock budget, s (> 0)")
     p.add_argument("--no-images", action="store_true", help="do not render images for the roles (oracle only)")
     p.add_argument("--videos", action="store_true", help="write a contact sheet and video per episode")
     p.add_argument("--backend", default="libero", choices=["libero", "fake"],

@@ -4,11 +4,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
-ABLATIONS = ("full", "no_replan", "no_planner", "no_monitor", "no_verifier", "no_memory")
-_ABLATION_FLAGS = {"no_replan": "replan", "no_planner": "planner", "no_monitor": "monitor",
-                   "no_verifier": "verifier", "no_memory": "memory"}
+from ..episode.config import ABLATIONS as _SWITCHES
+from ..episode.config import WALL_BUDGET_S, EpisodeConfig
+
+ABLATIONS = ("full", *(f"no_{s}" for s in _SWITCHES))     # full, no_replan, no_planner, no_monitor, ...
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Job:
     ablation: str = "full"
     noise: tuple = ()                    # ((kind, rate), ...) for the noisy brain
     max_steps: int | None = None         # None: the suite's standard budget
-    wall_budget_s: float = 900.0
+    wall_budget_s: float = WALL_BUDGET_S
     images: bool = True
     backend: str = "libero"              # "libero", or "fake" (the kinematic fake, for tests of the machinery)
     attempt: int = 0
@@ -38,11 +39,10 @@ class Job:
         return d
 
 
-def config_for(job: Job):
-    from ..runner import EpisodeConfig
+def config_for(job: Job) -> EpisodeConfig:
     cfg = EpisodeConfig()
     if job.ablation != "full":
-        setattr(cfg, _ABLATION_FLAGS[job.ablation], False)
+        setattr(cfg, job.ablation.removeprefix("no_"), False)
     return cfg
 
 
@@ -51,8 +51,12 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None) -> dict:
     so consecutive episodes of the same task reuse it (a reset instead of a rebuild)."""
     if job.backend == "fake":
         return _run_fake(job, run_dir)
-    from ..episode import RunSpec, run_episode
-    from ..sim.libero_pro.backend import LiberoRobot
+    from ..episode.run import RunSpec, robot_config, run_episode
+    from ..profile import load_profile
+    from ..registry import build_robot
+    spec = RunSpec(suite=job.suite, task=job.task, init_state=job.init_state, seed=job.seed, brain=job.brain,
+                   max_steps=job.max_steps, wall_budget_s=job.wall_budget_s, images=job.images, out=run_dir,
+                   media=False)
     robot = None
     if robot_cache is not None:
         cached = robot_cache.get("robot")
@@ -61,7 +65,7 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None) -> dict:
         else:
             if cached is not None:
                 cached.close()
-            robot = LiberoRobot(job.suite, job.task, job.init_state, seed=job.seed, max_env_steps=job.max_steps)
+            robot = build_robot(robot_config(spec), load_profile(spec.profile))
             robot_cache["robot"] = robot
     wrapper = None
     if job.noise:
@@ -69,9 +73,6 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None) -> dict:
 
         def wrapper(brain):
             return NoisyBrain(brain, dict(job.noise), seed=job.seed * 1000003 + job.init_state * 101 + job.task)
-    spec = RunSpec(suite=job.suite, task=job.task, init_state=job.init_state, seed=job.seed, brain=job.brain,
-                   max_steps=job.max_steps, wall_budget_s=job.wall_budget_s, images=job.images, out=run_dir,
-                   media=False)
     t0 = time.monotonic()
     s = run_episode(spec, progress=lambda m: None, config=config_for(job), robot=robot, brain_wrapper=wrapper)
     return _row(job, s, time.monotonic() - t0)
@@ -80,6 +81,7 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None) -> dict:
 def _row(job: Job, s: dict, wall: float) -> dict:
     vlm_s, motion_s = float(s.get("vlm_s", 0.0)), float(s.get("motion_s", 0.0))
     return {**job.to_json(), "success": bool(s["success"]), "outcome": s["outcome"], "reason": s["reason"],
+            "fault_kind": s.get("fault_kind"),
             "steps": s["steps"], "step_budget": s.get("step_budget"), "batches": s["batches"],
             "replans": s["replans"], "verifier_rejections": s["verifier_rejections"],
             "controller_rejections": s["controller_rejections"], "vlm_calls": s["vlm_calls"],
@@ -97,8 +99,9 @@ def _run_fake(job: Job, run_dir: str) -> dict:
     import random
 
     from ..brains.scripted import ScriptedBrain
+    from ..profile import load_profile
     from ..record import Recorder
-    from ..robots.fake import FakeRobot
+    from ..registry import build_robot, robot_config
     from ..runner import EpisodeRunner
     rng = random.Random(f"{job.seed}/{job.task}/{job.init_state}")
     dx = rng.choice([10, 20, 30, 40])
@@ -108,7 +111,7 @@ def _run_fake(job: Job, run_dir: str) -> dict:
     if crash and job.init_state == 1 and not os.path.exists(crash):
         open(crash, "w").close()
         os._exit(3)
-    robot = FakeRobot()
+    robot = build_robot(robot_config({"type": "fake"}), load_profile("fake"))
     x0 = float(robot.pos[0])
     plan = {"subgoals": [{"id": "s1", "description": f"move {dx} mm forward", "success_criterion": "moved"}]}
     fail = job.init_state % 3 == 2           # a deterministic share of failures
@@ -117,7 +120,6 @@ def _run_fake(job: Job, run_dir: str) -> dict:
     brain = ScriptedBrain({"planner": [plan], "executor": [batch]}, label="scripted")
     rec = Recorder(run_dir)
     t0 = time.monotonic()
-    from ..runner import EpisodeConfig
     cfg = config_for(job)
     cfg.max_batches = 3
     res = EpisodeRunner(robot, brain, "reach", rec, cfg,

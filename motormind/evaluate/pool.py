@@ -141,7 +141,8 @@ def run_ray(jobs: list[Job], out_dir: str, address: str | None, on_row: Callable
     try:
         import ray
     except ImportError:
-        raise SystemExit("--ray: Ray is not installed (pip install 'ray[default]'), or drop --ray to use "
+        from ..errors import ConfigError
+        raise ConfigError("--ray: Ray is not installed (pip install 'ray[default]'), or drop --ray to use "
                          "local workers") from None
     ray.init(address=address or None, ignore_reinit_error=True, log_to_driver=False,
              **({"num_cpus": workers} if workers and not address else {}))

@@ -12,7 +12,9 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     den = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the interval always holds p (it reaches 1 at k = n): say so exactly, not 0.9999999999999999,
+    # which put p above its own upper bound (a negative error bar: the report's plot refused it)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 def median(xs) -> float:

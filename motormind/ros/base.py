@@ -1,7 +1,13 @@
-"""What every MotorMind node shares: parameters, QoS from the graph, JSON topics, a worker thread,
-heartbeats, the record-event stream, the observation cache and the brain. (rclpy: ROS 2 only.)"""
+"""What every MotorMind node shares: its configuration, QoS from the graph, JSON topics, a worker
+thread, heartbeats, the record-event stream, the observation cache and the brain. (rclpy: ROS 2 only.)
+
+A node has one ROS parameter, ``config``: the configuration file it reads (motormind/ros/settings.py;
+default the packaged configs/ros/motormind.yaml). Any other parameter given to a node is refused at
+start, naming where that setting lives in the file: a value that would be silently ignored is the
+kind of mismatch (a Controller validating with one profile while it moves another robot) this prevents."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -19,21 +25,23 @@ from std_msgs.msg import Bool, String
 
 from .. import SCHEMA_VERSION
 from ..brains.base import Brain, BrainReply
-from ..components import EpisodeConfig
-from ..errors import CommandError
+from ..errors import CommandError, ConfigError, MotorMindError
 from ..mcap_record import dumps
-from ..profile import load_profile
 from ..strict_json import decode_json
 from . import graph
 from .lifeline import keep_output
+from .settings import StackConfig, load_stack
 
-COMMON_PARAMS = {
-    "profile": "libero_panda", "brain": "oracle", "vlm": "openai", "brain_script": "",
-    "heartbeat_period_s": 0.25, "image_wait_s": 2.0, "rpc_timeout_s": 60.0,
-    "max_steps": -1, "wall_budget_s": 900.0, "max_batches": 60, "max_replans": 6,
-    "max_failures_per_subgoal": 3, "images": True, "replan": True, "planner": True, "monitor": True,
-    "verifier": True, "memory": True,
-}
+# where the parameters nodes had before one configuration file now live (for the refusal's message)
+MOVED = {"profile": "profile", "brain": "brain.type", "vlm": "brain.vlm", "brain_script": "brain.script",
+         "backend": "robot.type", "suite": "robot.suite", "task": "robot.task", "init_state": "robot.init_state",
+         "seed": "robot.seed", "image_size": "robot.image_size", "robot_ip": "robot.ip",
+         "command_port": "robot.command_port", "cameras": "robot.cameras", "fake_realtime": "robot.realtime",
+         **{k: f"episode.{k}" for k in ("max_steps", "wall_budget_s", "max_batches", "max_replans",
+                                        "max_failures_per_subgoal", "images", "replan", "planner", "monitor",
+                                        "verifier", "memory")},
+         **{k: f"nodes.{k}" for k in ("heartbeat_period_s", "image_wait_s", "rpc_timeout_s")}}
+ROS_OWN_PARAMS = ("config", "use_sim_time", "start_type_description_service")
 
 
 def qos(topic: graph.Topic) -> QoSProfile:
@@ -95,42 +103,45 @@ class Worker:
 
 
 class MotorMindNode(Node):
-    """A node of the graph: ``self.send(topic, obj)``, ``self.listen(topic, fn)`` with JSON payloads."""
+    """A node of the graph: ``self.send(topic, obj)``, ``self.listen(topic, fn)`` with JSON payloads;
+    ``self.settings`` (the configuration file), ``self.profile``, ``self.cfg`` (the episode's)."""
 
     role = "node"
-    extra_params: dict = {}
+    sections: tuple = ()     # the configuration sections this node reads besides profile, brain, episode, nodes
     # the topics this node publishes, made at start: a publisher made at its first message may lose that
     # message for subscribers not yet matched with it (volatile topics: a first verdict, a first batch)
     outputs: tuple = ()
 
-    def __init__(self):
-        super().__init__(self.role)
-        for k, v in {**COMMON_PARAMS, **self.extra_params}.items():
-            self.declare_parameter(k, v)
-        self.profile = load_profile(self.p("profile"))
-        self.cfg = self.episode_config()
+    def __init__(self, overrides: dict | None = None):
+        super().__init__(self.role, allow_undeclared_parameters=True,
+                         automatically_declare_parameters_from_overrides=True)
+        self.settings = self._load_settings(overrides)
+        self.profile = self.settings.load_profile()
+        self.cfg = dataclasses.replace(self.settings.episode)       # this node's copy (budgets fill in)
         self._pubs: dict = {}
         self._subs: list = []
         self.worker = Worker(self.get_name(), self.log)
         self.t0 = time.monotonic()
         self._hb_seq = 0
         self.clean_exit = False
-        self.create_timer(float(self.p("heartbeat_period_s")), self._heartbeat)
+        self.create_timer(float(self.settings.nodes.heartbeat_period_s), self._heartbeat)
         for name in ("events", *self.outputs):
             self.publisher(name)
 
-    # -- parameters -----------------------------------------------------------------------------
-    def p(self, name: str):
-        return self.get_parameter(name).value
-
-    def episode_config(self) -> EpisodeConfig:
-        ms = int(self.p("max_steps"))
-        return EpisodeConfig(max_steps=None if ms < 0 else ms, wall_budget_s=float(self.p("wall_budget_s")),
-                             max_batches=int(self.p("max_batches")), max_replans=int(self.p("max_replans")),
-                             max_failures_per_subgoal=int(self.p("max_failures_per_subgoal")),
-                             images=bool(self.p("images")), replan=bool(self.p("replan")),
-                             planner=bool(self.p("planner")), monitor=bool(self.p("monitor")),
-                             verifier=bool(self.p("verifier")), memory=bool(self.p("memory")))
+    # -- the configuration ----------------------------------------------------------------------
+    def _load_settings(self, overrides: dict | None) -> StackConfig:
+        given = {n: p.value for n, p in self.get_parameters_by_prefix("").items() if n not in ROS_OWN_PARAMS}
+        if given:
+            where = "; ".join(f"{n} -> {MOVED[n]}" if n in MOVED else n for n in sorted(given))
+            raise ConfigError(f"parameter(s) {', '.join(sorted(given))}: a MotorMind node has one parameter, "
+                              f"config:=FILE, and reads every setting from that file (motormind/ros/settings.py; "
+                              f"configs/ros/motormind.yaml); set them there ({where})")
+        path = self.get_parameter("config").value if self.has_parameter("config") else ""
+        cfg = load_stack(path or None)
+        if overrides:
+            from .settings import merge, stack_from_dict
+            cfg = stack_from_dict(merge(cfg.to_dict(), overrides), f"{cfg.source} (with {', '.join(overrides)})")
+        return cfg
 
     # -- topics ---------------------------------------------------------------------------------
     def full(self, name: str) -> str:
@@ -277,31 +288,24 @@ class RemoteOracleBrain(Brain):
 
 
 def make_brain(node: MotorMindNode, rpc: RemoteCall | None):
-    kind = node.p("brain")
-    if kind == "oracle":
-        if rpc is None:
-            raise SystemExit("brain oracle: needs the privileged channel")
-        return RemoteOracleBrain(rpc, float(node.p("rpc_timeout_s")))
-    if kind == "scripted":
-        from ..brains.scripted import ScriptedBrain
-        path = node.p("brain_script")
-        if not path:
-            raise SystemExit("brain scripted: set brain_script to a JSON file {role: [answers]}")
-        with open(path) as fh:
-            return ScriptedBrain(json.load(fh))
-    if kind == "openai":
-        from ..brains.openai_brain import build_openai_brain
-        return build_openai_brain(node.p("vlm"), None, node.profile, (), node.record)
-    raise SystemExit(f"brain: unknown {kind!r} (oracle | openai | scripted)")
+    """The roles' brain from the configuration's ``brain`` (motormind/registry.py). The oracle runs
+    next to the simulator, in the Controller: here it is reached over the privileged channel."""
+    from ..registry import build_brain
+    cfg = node.settings.brain
+    remote = RemoteOracleBrain(rpc, float(node.settings.nodes.rpc_timeout_s)) if rpc is not None else None
+    if cfg.type == "oracle" and remote is None:
+        raise ConfigError("brain oracle: needs the privileged channel")
+    return build_brain(cfg, None, node.profile, node.record, **({"remote": remote} if cfg.type == "oracle" else {}))
 
 
 class ObservationCache:
     """What a role node knows of the robot: the measured state (from the Controller's progress
     events and reports, in the roles' units, exactly as in-process) and the latest camera images."""
 
-    def __init__(self, node: MotorMindNode, images: bool):
+    def __init__(self, node: MotorMindNode, images: bool, image_wait_s: float):
         self.node = node
         self.want_images = images
+        self.image_wait_s = float(image_wait_s)     # how long a look waits for images newer than the last batch
         self._cv = threading.Condition()
         self.state: dict | None = None
         self.cameras: list | None = None   # what the Controller's idle events say it publishes
@@ -364,7 +368,7 @@ class ObservationCache:
         if not self.want_images or self.cameras == []:
             return state or {}, {}
         after = self.batch_t if after is None else after
-        wait = float(self.node.p("image_wait_s"))
+        wait = self.image_wait_s
         with self._cv:
             self._cv.wait_for(lambda: self.images and all(t > after for t in self._image_t.values()), wait)
             return self.state or state or {}, dict(self.images)
@@ -426,6 +430,12 @@ def spin(make_node, argv=None) -> int:
             ex.spin_once(timeout_sec=0.1)
         node.clean_exit = True          # asked to stop, or done: not a crash
         return int(node.exit_code or 0)
+    except MotorMindError as e:                # it cannot start: a bad configuration, a port in use
+        try:
+            print(f"error: {e}", flush=True)
+        except (BrokenPipeError, OSError):
+            pass
+        return 2
     except SystemExit as e:
         msg = e.code if isinstance(e.code, str) else ""
         if msg:

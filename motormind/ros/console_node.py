@@ -32,12 +32,11 @@ from std_srvs.srv import Trigger
 from .. import SCHEMA_VERSION
 from ..console.runtime import ActionError, Runtime
 from ..console.server import ConsoleServer
+from ..errors import ConfigError
 from ..geometry import quat_to_mat
 from . import graph
 from .base import MotorMindNode, image_from_msg, spin
 
-CONSOLE_PARAMS = {"console_host": "127.0.0.1", "console_port": 8765, "console_token": "", "reply_wait_s": 3.0,
-                  "frame_hz": 5.0, "stale_batch_s": 120.0, "hold_s": 2.0}
 # record events the console derives from their own topics (the copies on ``events`` are dropped)
 _FROM_TOPICS = {"plan", "memory", "pause", "resume", "episode_start", "episode_end", "instruction"}
 # what the view's episode_start clears (held after a new task until its episode's start arrives)
@@ -64,9 +63,10 @@ class RosRuntime(Runtime):
     def __init__(self, node: "ConsoleNode"):
         super().__init__()
         self.node = node
-        self.reply_s = float(node.p("reply_wait_s"))
-        self.stale_s = float(node.p("stale_batch_s"))
-        self.hold_s = float(node.p("hold_s"))
+        cs = node.settings.console
+        self.reply_s = float(cs.reply_wait_s)
+        self.stale_s = float(cs.stale_batch_s)
+        self.hold_s = float(cs.hold_s)
         self._cv = threading.Condition()
         self.open: dict[str, float] = {}       # batches sent and not reported: id -> last sign of life
         self.reports: dict[str, dict] = {}     # recent reports by batch id (a jog's answer)
@@ -370,10 +370,10 @@ class RosRuntime(Runtime):
 
 class ConsoleNode(MotorMindNode):
     role = "console"
+    sections = ("console",)
 
-    def __init__(self, defaults: dict | None = None):
-        self.extra_params = {**CONSOLE_PARAMS, **(defaults or {})}
-        super().__init__()
+    def __init__(self, overrides: dict | None = None):
+        super().__init__(overrides)
         self.exit_code = None
         self.closing = False
         self.origin = f"console-{os.getpid()}-{secrets.token_hex(3)}"
@@ -388,16 +388,18 @@ class ConsoleNode(MotorMindNode):
         self.runtime = rt = RosRuntime(self)
         self.view = rt.view
         p = self.profile
+        self.view.directions = p.directions
         self.view.set_extra(transport=rt.transport, robot={
             "profile": p.name, "description": p.description, "directions": sorted(p.directions),
             "axes": sorted(p.rotation_axes), "limits": p.describe_limits(), "cameras": []},
             ros={"namespace": graph.NAMESPACE, "domain_id": os.environ.get("ROS_DOMAIN_ID", "0"),
                  "node": self.get_fully_qualified_name()}, desk=rt.desk.snapshot())
-        host, port = str(self.p("console_host")), int(self.p("console_port"))
+        cs = self.settings.console
+        host, port = str(cs.host), int(cs.port)
         try:                                    # first: a console that cannot serve leaves the graph alone
-            self.server = ConsoleServer(rt, host, port, str(self.p("console_token")) or None).start()
+            self.server = ConsoleServer(rt, host, port, str(cs.token) or None).start()
         except OSError as e:
-            raise SystemExit(f"console_port: cannot serve on {host}:{port}: {e}") from None
+            raise ConfigError(f"console.port: cannot serve on {host}:{port}: {e}") from None
         self.send("console/mode", {"approval": False, "takeover": []})   # a new console: nothing held over
         for name, fn in (("task", rt.on_task), ("plan", rt.on_plan), ("commands", rt.on_commands),
                          ("progress", rt.on_progress), ("report", rt.on_report), ("verdict", rt.on_verdict),
@@ -464,7 +466,7 @@ class ConsoleNode(MotorMindNode):
         stamp = (m.header.stamp.sec, m.header.stamp.nanosec)
         last = self._frame_t.get(cam)
         now = time.monotonic()
-        hz = float(self.p("frame_hz"))
+        hz = float(self.settings.console.frame_hz)
         if last is not None and (last[0] == stamp or (hz > 0 and now - last[1] < 1.0 / hz)):
             return                              # a repeat of the frame shown, or faster than frame_hz
         self._frame_t[cam] = (stamp, now)
@@ -483,16 +485,19 @@ class ConsoleNode(MotorMindNode):
         super().close()
 
 
-def run_console_node(host: str = "127.0.0.1", port: int = 8765, token: str | None = None, argv=None) -> int:
+def run_console_node(host: str = "127.0.0.1", port: int = 8765, token: str | None = None, profile: str | None = None,
+                     argv=None) -> int:
     """Serve the console as a node of the MotorMind graph until SIGINT/SIGTERM. Prints
-    ``console: http://HOST:PORT/  token: TOKEN`` at start. ``host``, ``port``, ``token`` are the
-    defaults of the console_host / console_port / console_token parameters (``--ros-args`` in
-    ``argv`` win). Exit code 2: it could not start (a port in use, a bad parameter)."""
-    defaults = {"console_host": host, "console_port": int(port), "console_token": token or ""}
-    return spin(lambda: ConsoleNode(defaults), argv)
+    ``console: http://HOST:PORT/  token: TOKEN`` at start. ``host``, ``port``, ``token`` and
+    ``profile`` override the configuration file's (``config:=`` in ``argv``, else the packaged one).
+    Exit code 2: it could not start (a port in use, a bad configuration)."""
+    overrides = {"console": {"host": host, "port": int(port), "token": token or ""}}
+    if profile:
+        overrides["profile"] = profile
+    return spin(lambda: ConsoleNode(overrides), argv)
 
 
 def main(argv=None) -> int:
     """The node executable (motormind-console; ``motormind launch ... console:=true``): its settings
-    come from the console_* parameters."""
-    return run_console_node()
+    come from the configuration file's ``console`` section."""
+    return spin(ConsoleNode, argv)

@@ -27,7 +27,10 @@ from std_srvs.srv import Trigger
 
 from .. import SCHEMA_VERSION
 from ..controller import CancelToken, Controller, Report
+from ..errors import ConfigError
 from ..mcap_record import image_msg, joint_state_msg, pose_msg
+from ..registry import build_robot
+from ..results import FaultKind
 from .base import MotorMindNode, msg_type, spin
 
 
@@ -51,45 +54,20 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def build_robot(node) -> object:
-    backend = node.p("backend")
-    if backend == "libero":
-        from ..sim.libero_pro.backend import LiberoRobot
-        return LiberoRobot(node.p("suite"), int(node.p("task")), int(node.p("init_state")), seed=int(node.p("seed")),
-                           image_size=int(node.p("image_size")),
-                           max_env_steps=None if int(node.p("max_steps")) < 0 else int(node.p("max_steps")))
-    if backend == "fake":
-        from ..robots.fake import FakeRobot
-        return FakeRobot(node.profile, realtime=bool(node.p("fake_realtime")))
-    if backend == "xarm6":
-        from ..robots.xarm6 import XArm6Robot
-        ip = node.p("robot_ip")
-        if not ip:
-            raise SystemExit("robot_ip: required for the xArm6 (robot_ip:=192.168.1.222)")
-        cams = {}
-        for item in filter(None, (s.strip() for s in str(node.p("cameras")).split(","))):
-            name, _, src = item.partition("=")
-            cams[name if src else f"cam{len(cams)}"] = src or name
-        return XArm6Robot(ip, node.profile, command_port=int(node.p("command_port")), cameras=cams or None)
-    raise SystemExit(f"backend: unknown {backend!r} (libero | xarm6 | fake)")
-
-
 class ControllerNode(MotorMindNode):
     role = "controller"
-    extra_params = {
-        "backend": "libero", "suite": "libero_spatial", "task": 0, "init_state": 0, "seed": 0, "image_size": 128,
-        "robot_ip": "", "command_port": 502, "cameras": "", "fake_realtime": True, "state_rate_hz": 10.0,
-        "image_rate_hz": 0.0, "publish_task": True, "privileged_service": True,
-        "watchdog_nodes": ["executor", "monitor"], "watchdog_timeout_s": 2.0, "state_dir": "", "image_repeat_s": 1.0,
-    }
+    sections = ("robot", "controller")
 
     def __init__(self):
         super().__init__()
         self.exit_code = None
-        self._marker = _restart_marker(self.p("state_dir"))
+        cs = self.ctl = self.settings.controller
+        self.settings.check_robot(self.profile)      # a backend and a profile that disagree: it refuses to start
+        self._marker = _restart_marker(cs.state_dir)
         restarted = self._check_marker()
         try:
-            self.robot = build_robot(self)
+            # the robot moves with the profile the Controller validates with (motormind/registry.py)
+            self.robot = build_robot(self.settings.robot, self.profile)
         except BaseException:
             self._marker.unlink(missing_ok=True)   # never started: not a restart
             raise
@@ -102,8 +80,8 @@ class ControllerNode(MotorMindNode):
         self._estop_held = False
         self._heard: dict[str, float] = {}
         self._tripped: set = set()
-        self._wd_nodes = [str(n) for n in self.p("watchdog_nodes") or [] if str(n)]
-        self._wd_timeout = float(self.p("watchdog_timeout_s"))
+        self._wd_nodes = [str(n) for n in cs.watchdog_nodes if str(n)]
+        self._wd_timeout = float(cs.watchdog_timeout_s)
         self._oracle = None
         self._answered: dict = {}
         self.listen("commands", self._on_commands)
@@ -114,11 +92,11 @@ class ControllerNode(MotorMindNode):
         self.create_service(Trigger, self.full("reset"), self._srv_reset)
         self.create_service(Trigger, self.full("stop"), self._srv_stop)
         self._last_images: list = []
-        if float(self.p("image_repeat_s")) > 0:
-            self.create_timer(float(self.p("image_repeat_s")), self._repeat_images)
+        if float(cs.image_repeat_s) > 0:
+            self.create_timer(float(cs.image_repeat_s), self._repeat_images)
         self._wd_tick = time.monotonic()
         self.create_timer(WATCHDOG_PERIOD_S, self._watchdog)
-        if self.p("privileged_service") and hasattr(self.robot, "scene"):
+        if cs.privileged_service and hasattr(self.robot, "scene"):
             self._priv_q: queue.Queue = queue.Queue()
             self.listen("privileged/request", self._on_priv_request)
             threading.Thread(target=self._priv_loop, name="motormind-privileged", daemon=True).start()
@@ -132,11 +110,11 @@ class ControllerNode(MotorMindNode):
                              daemon=True).start()
         self._publish_images()
         self._idle()
-        if self.p("publish_task") and hasattr(self.robot, "language_instruction"):
+        if cs.publish_task and hasattr(self.robot, "language_instruction"):
+            r = self.settings.robot
             self.send("task", {"instruction": self.robot.language_instruction, "source": "benchmark",
-                               "suite": self.p("suite"), "task": int(self.p("task")),
-                               "init_state": int(self.p("init_state"))})
-        self.log(f"controller ready: backend {self.p('backend')}, profile {self.profile.name}, "
+                               "suite": r.suite, "task": int(r.task), "init_state": int(r.init_state)})
+        self.log(f"controller ready: backend {self.settings.robot.type}, profile {self.profile.name}, "
                  f"watchdog {self._wd_nodes} after {self._wd_timeout:g} s"
                  + (" - STOPPED (restart); call reset" if restarted else ""))
 
@@ -150,7 +128,7 @@ class ControllerNode(MotorMindNode):
             except (ValueError, IndexError, OSError):
                 pid = -1
             if pid > 0 and pid != os.getpid() and _pid_alive(pid):
-                raise SystemExit(f"another Controller (pid {pid}) runs on this domain; only one may own the robot")
+                raise ConfigError(f"another Controller (pid {pid}) runs on this domain; only one may own the robot")
             why = (f"restarted after an unclean exit (previous pid {pid}): stopped until reset")
         m.parent.mkdir(parents=True, exist_ok=True)
         m.write_text(f"{os.getpid()}\n")
@@ -283,7 +261,7 @@ class ControllerNode(MotorMindNode):
 
     def cameras(self) -> list[str]:
         """The cameras whose images this Controller publishes (none when images are off)."""
-        return list(self.robot.camera_names) if self.p("images") else []
+        return list(self.robot.camera_names) if self.cfg.images else []
 
     def _idle(self) -> None:
         try:
@@ -298,10 +276,10 @@ class ControllerNode(MotorMindNode):
         robot may wait for the batch thread (the simulator's lock), and the executor thread, which
         takes e-stops, cancels and heartbeats, must never wait for it."""
         periods = {}
-        if float(self.p("state_rate_hz")) > 0:
-            periods[self._publish_state] = 1.0 / float(self.p("state_rate_hz"))
-        if float(self.p("image_rate_hz")) > 0:
-            periods[self._publish_images] = 1.0 / float(self.p("image_rate_hz"))
+        if float(self.ctl.state_rate_hz) > 0:
+            periods[self._publish_state] = 1.0 / float(self.ctl.state_rate_hz)
+        if float(self.ctl.image_rate_hz) > 0:
+            periods[self._publish_images] = 1.0 / float(self.ctl.image_rate_hz)
         due = {fn: time.monotonic() for fn in periods}
         while periods and not self._closing.is_set():
             fn = min(due, key=due.get)
@@ -378,6 +356,7 @@ class ControllerNode(MotorMindNode):
                 self.log(f"batch {bid} failed: {e}")
                 d = {"schema_version": SCHEMA_VERSION, "batch_id": bid, "subgoal_id": batch.get("subgoal_id", ""),
                      "status": "fault", "reason": f"{type(e).__name__}: {e}", "claims_done": False,
+                     "fault_kind": FaultKind.SOFTWARE.value,
                      "estop": self.controller.estopped, "source": "controller", "results": [],
                      "start_state": {}, "end_state": {}, "duration_s": 0.0, "steps": 0}
             finally:
@@ -401,7 +380,7 @@ class ControllerNode(MotorMindNode):
 
     def _priv_loop(self) -> None:
         from ..brains.base import BrainRequest
-        from ..brains.oracle import OracleBrain
+        from ..registry import BrainConfig, build_brain
         while True:
             msg = self._priv_q.get()
             rid = msg.get("id")
@@ -411,7 +390,7 @@ class ControllerNode(MotorMindNode):
             try:
                 if msg.get("op") == "respond":
                     if self._oracle is None:
-                        self._oracle = OracleBrain(self.robot.scene(), self.profile)
+                        self._oracle = build_brain(BrainConfig("oracle"), self.robot, self.profile)
                     req = BrainRequest(msg["role"], msg.get("prompt_name", msg["role"]), "", "", {}, {},
                                        msg.get("context") or {})
                     rep = self._oracle.respond(req)

@@ -1,6 +1,8 @@
-"""The MotorMind ROS 2 graph as data: topics and their QoS, the nodes of each setup, their
-parameters and the launch arguments. The one source of truth for ``launch/*.launch.py`` (real ROS 2
-launch files) and ``motormind launch`` (separate processes without the ros2 CLI).
+"""The MotorMind ROS 2 graph as data: topics and their QoS, the nodes of each setup, the launch
+arguments and the configuration they give the nodes. The one source of truth for
+``launch/*.launch.py`` (real ROS 2 launch files) and ``motormind launch`` (separate processes
+without the ros2 CLI): both write ``nodes(setup, args)``'s configuration to one file and start every node with
+``config:=`` that file (``motormind/ros/settings.py``).
 
 Pure Python: nothing here imports rclpy, so the CLI and the launch files can read it anywhere.
 """
@@ -47,7 +49,7 @@ TOPICS = {t.name: t for t in [
     Topic("privileged/request", "std_msgs/msg/String", True, False, 10,
           "EVALUATOR ONLY: oracle brain calls and the success check, answered next to the simulator"),
     Topic("privileged/response", "std_msgs/msg/String", True, False, 10, "EVALUATOR ONLY: the answers"),
-    # the operator console (motormind/ros/console_node.py, docs/console-ros.md)
+    # the operator console (motormind/ros/console_node.py, docs/console.md)
     Topic("pause", "std_msgs/msg/Bool", True, True, 1,
           "operator pause; latched: the Controller holds at its next action boundary, the Executor before "
           "its next batch, until false"),
@@ -81,8 +83,8 @@ EXECUTABLES = {r: f"motormind-{r}" for r in ROLES}     # console scripts, instal
 
 
 def params_file() -> Path:
-    """The one parameter file: share/motormind/config/motormind.yaml in a ROS 2 workspace, else the
-    packaged copy (the same file)."""
+    """The packaged configuration file: share/motormind/config/motormind.yaml in a ROS 2 workspace,
+    else configs/ros/motormind.yaml (the same file)."""
     try:
         from ament_index_python.packages import get_package_share_directory
         p = Path(get_package_share_directory(PACKAGE)) / "config" / "motormind.yaml"
@@ -103,10 +105,10 @@ class Arg:
 
 
 SHARED_ARGS = [
-    Arg("config", "", "parameter file (default: the installed config/motormind.yaml)"),
+    Arg("config", "", "the configuration file the launch starts from (default: the installed config/motormind.yaml)"),
     Arg("record", "", "write the episode to this MCAP file (empty: no recording)"),
     Arg("vlm", "openai", "with brain:=openai, the VLM config (configs/vlm/NAME.yaml or a path)"),
-    Arg("console", "false", "start the operator console node (a web page; docs/console-ros.md)", bool),
+    Arg("console", "false", "start the operator console node (a web page; docs/console.md)", bool),
     Arg("console_host", "127.0.0.1", "with console:=true, the address the page is served on"),
     Arg("console_port", "8765", "with console:=true, the port (0: any free one)", int),
     Arg("console_token", "", "with console:=true, the control token (empty: a random one, printed at start)"),
@@ -170,7 +172,6 @@ def resolve_args(setup: str, given: dict | None = None) -> dict:
 class NodeSpec:
     name: str
     role: str
-    params: dict = field(default_factory=dict)       # overrides of the parameter file
     respawn: bool = False
     respawn_delay_s: float = 1.0
     exit_ends_launch: bool = False                   # its exit stops the whole launch
@@ -180,9 +181,8 @@ class NodeSpec:
         return EXECUTABLES[self.role]
 
     def to_json(self) -> dict:
-        return {"name": self.name, "role": self.role, "executable": self.executable, "params": self.params,
-                "respawn": self.respawn, "respawn_delay_s": self.respawn_delay_s,
-                "exit_ends_launch": self.exit_ends_launch}
+        return {"name": self.name, "role": self.role, "executable": self.executable, "respawn": self.respawn,
+                "respawn_delay_s": self.respawn_delay_s, "exit_ends_launch": self.exit_ends_launch}
 
 
 BRAINS = {"sim": ("oracle", "openai", "scripted"), "xarm6": ("openai", "scripted"), "fake": ("scripted", "openai")}
@@ -205,49 +205,68 @@ def check_args(setup: str, a: dict) -> None:
         raise ValueError("robot_ip: required for the xArm6 (robot_ip:=192.168.1.222)")
 
 
-def nodes(setup: str, given: dict | None = None) -> tuple[list[NodeSpec], Path]:
-    """The nodes of a setup with their parameter overrides, and the parameter file they all read.
-    ValueError (naming the argument) for a launch that could start only a part of the graph."""
+def overrides_for(setup: str, a: dict) -> dict:
+    """What a setup and its launch arguments change in the configuration (``settings.merge``)."""
+    script = str(Path(a["brain_script"]).absolute()) if a["brain_script"] else ""
+    out = {"brain": {"type": a["brain"], "script": script, "vlm": a["vlm"]}}
+    if setup == "sim":
+        out.update(profile="libero_panda",
+                   robot={"type": "libero", "suite": a["suite"], "task": a["task"], "init_state": a["init_state"],
+                          "seed": a["seed"]},
+                   controller={"publish_task": True, "privileged_service": True},
+                   executor={"privileged_evaluator": True, "exit_on_end": a["exit_on_end"]})
+    elif setup == "xarm6":
+        out.update(profile="xarm6",
+                   robot={"type": "xarm6", "ip": a["robot_ip"], "command_port": a["command_port"],
+                          "cameras": [c for c in (x.strip() for x in a["camera"].split(",")) if c]},
+                   controller={"publish_task": False, "privileged_service": False},
+                   executor={"privileged_evaluator": False, "exit_on_end": a["exit_on_end"]},
+                   planner={"instruction": a["instruction"]})
+    else:
+        out.update(profile="fake", robot={"type": "fake", "realtime": True},
+                   controller={"publish_task": False, "privileged_service": False},
+                   executor={"privileged_evaluator": False, "exit_on_end": a["exit_on_end"]},
+                   planner={"instruction": a["instruction"]})
+    # with record:=FILE the episode waits for the recorder (role_nodes.RoleNode.await_recorder)
+    wait = RECORDER_WAIT_S if a["record"] else 0.0
+    out["planner"] = {**out.get("planner", {}), "wait_for_recorder_s": wait}
+    out["executor"]["wait_for_recorder_s"] = wait
+    if a["record"]:
+        out["recorder"] = {"path": str(Path(a["record"]).absolute())}
+    if a["console"]:
+        out["console"] = {"host": a["console_host"], "port": a["console_port"], "token": a["console_token"]}
+    return out
+
+
+def nodes(setup: str, given: dict | None = None):
+    """The nodes of a setup and the one configuration they all read (a ``settings.StackConfig``:
+    the configuration file, ``config:=`` or the packaged one, with the launch arguments applied,
+    loaded strictly and its robot checked against its profile). ValueError (naming the argument or
+    the field) for a launch that could start only a part of the graph."""
+    from ..errors import ConfigError
+    from . import settings
     a = resolve_args(setup, given)
     check_args(setup, a)
-    cfg = Path(a["config"]) if a["config"] else params_file()
-    script = str(Path(a["brain_script"]).absolute()) if a["brain_script"] else ""
-    brain = {"brain": a["brain"], "brain_script": script, "vlm": a["vlm"]}
-    if setup == "sim":
-        ctrl = {"backend": "libero", "profile": "libero_panda", "suite": a["suite"], "task": a["task"],
-                "init_state": a["init_state"], "seed": a["seed"], "publish_task": True, "privileged_service": True}
-        common = {**brain, "profile": "libero_panda"}
-        executor = {"privileged_evaluator": True, "exit_on_end": a["exit_on_end"]}
-        planner = {}
-    elif setup == "xarm6":
-        ctrl = {"backend": "xarm6", "profile": "xarm6", "robot_ip": a["robot_ip"], "cameras": a["camera"],
-                "command_port": a["command_port"], "publish_task": False, "privileged_service": False}
-        common = {**brain, "profile": "xarm6"}
-        executor = {"privileged_evaluator": False, "exit_on_end": a["exit_on_end"]}
-        planner = {"instruction": a["instruction"]}
-    else:
-        ctrl = {"backend": "fake", "profile": "fake", "publish_task": False, "privileged_service": False}
-        common = {**brain, "profile": "fake"}
-        executor = {"privileged_evaluator": False, "exit_on_end": a["exit_on_end"]}
-        planner = {"instruction": a["instruction"]}
-    # with record:=FILE the episode waits for the recorder (role_nodes.RoleNode.await_recorder)
-    planner["wait_for_recorder_s"] = executor["wait_for_recorder_s"] = RECORDER_WAIT_S if a["record"] else 0.0
+    base = Path(a["config"]) if a["config"] else params_file()
+    try:
+        cfg = settings.stack_from_dict(settings.merge(settings.read_yaml(base), overrides_for(setup, a)),
+                                       f"{base} (with the {setup} launch arguments)")
+        cfg.check_robot()
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
     out = [
         # the only node that owns the robot; a restarted Controller comes up stopped (docs/ros2.md)
-        NodeSpec("controller", "controller", {**ctrl, "profile": common["profile"]}, respawn=True),
-        NodeSpec("planner", "planner", {**common, **planner}),
-        NodeSpec("executor", "executor", {**common, **executor}, exit_ends_launch=bool(a["exit_on_end"])),
-        NodeSpec("verifier", "verifier", dict(common)),
-        NodeSpec("monitor", "monitor", dict(common)),
-        NodeSpec("memory", "memory", dict(common)),
+        NodeSpec("controller", "controller", respawn=True),
+        NodeSpec("planner", "planner"),
+        NodeSpec("executor", "executor", exit_ends_launch=bool(a["exit_on_end"])),
+        NodeSpec("verifier", "verifier"),
+        NodeSpec("monitor", "monitor"),
+        NodeSpec("memory", "memory"),
     ]
     if a["console"]:
-        out.append(NodeSpec("console", "console", {"profile": common["profile"], "console_host": a["console_host"],
-                                                   "console_port": a["console_port"],
-                                                   "console_token": a["console_token"]}))
+        out.append(NodeSpec("console", "console"))
     if a["record"]:
-        out.append(NodeSpec("recorder", "recorder", {"path": str(Path(a["record"]).absolute()),
-                                                     "profile": common["profile"]}))
+        out.append(NodeSpec("recorder", "recorder"))
     return out, cfg
 
 

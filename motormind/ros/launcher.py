@@ -1,9 +1,10 @@
 """``motormind launch``: the nodes of a setup as separate processes, without the ros2 CLI.
 
-The node list, parameter file and overrides come from ``graph.nodes`` - the same call the launch
-files make - so both start the same nodes with the same parameters. Each node runs as
-``python -m motormind.ros ROLE --ros-args -r __node:=NAME -r __ns:=/motormind --params-file FILE
--p key:=value ...``, exactly the arguments ``ros2 launch`` gives the installed executable.
+The node list and the configuration come from ``graph.nodes`` - the same call the launch files
+make - so both start the same nodes on the same configuration. Each node runs as
+``python -m motormind.ros ROLE --ros-args -r __node:=NAME -r __ns:=/motormind -p config:=FILE``,
+exactly the arguments ``ros2 launch`` gives the installed executable; FILE is the launch's one
+configuration file (``motormind/ros/settings.py``), written once for every node.
 
 * Logs: every line of a node's output is printed prefixed with ``[name]``.
 * Ctrl-C (SIGINT) or SIGTERM: every node gets SIGINT, then SIGTERM after ``grace_s``, then SIGKILL
@@ -18,8 +19,8 @@ files make - so both start the same nodes with the same parameters. Each node ru
   arms because no Executor ever starts).
 * A node with ``exit_ends_launch`` (the Executor with exit_on_end) ends the launch when it exits;
   the launch exits with its code.
-* The per-node parameter files live in a temporary directory made by ``run()`` (or ``prepared()``)
-  and removed when it returns; building a ``Launcher`` or describing it (``--dry-run``) writes nothing.
+* The configuration file lives in a temporary directory made by ``run()`` (or ``prepared()``) and
+  removed when it returns; building a ``Launcher`` or describing it (``--dry-run``) writes nothing.
 """
 from __future__ import annotations
 
@@ -34,7 +35,6 @@ import threading
 import time
 from pathlib import Path
 
-import yaml
 
 from . import graph
 from .lifeline import ENV as LAUNCHER_PID_ENV
@@ -43,34 +43,27 @@ KILL_AFTER_S = 3.0           # SIGTERM -> SIGKILL
 LAUNCH_DIR = "<launch dir>"  # the temporary directory in a description before run()
 
 
-def overrides_yaml(spec: graph.NodeSpec) -> str:
-    """A node's parameter overrides as a parameter file keyed by its full name - what launch_ros
-    writes for a Node's ``parameters=[dict]`` (a later --params-file wins over the config's values)."""
-    return yaml.safe_dump({f"{graph.NAMESPACE}/{spec.name}": {"ros__parameters": spec.params}},
-                          default_flow_style=False, sort_keys=True)
+CONFIG_NAME = "motormind.yaml"
 
 
-def node_argv(spec: graph.NodeSpec, params_file: Path, overrides_file: Path, python: str = sys.executable) -> list[str]:
+def node_argv(spec: graph.NodeSpec, config_file: Path, python: str = sys.executable) -> list[str]:
     return [python, "-u", "-m", "motormind.ros", spec.role, "--ros-args",
-            "-r", f"__node:={spec.name}", "-r", f"__ns:={graph.NAMESPACE}",
-            "--params-file", str(params_file), "--params-file", str(overrides_file)]
+            "-r", f"__node:={spec.name}", "-r", f"__ns:={graph.NAMESPACE}", "-p", f"config:={config_file}"]
 
 
 def parse_node_argv(argv: list[str]) -> dict:
-    """The inverse of ``node_argv`` (tests): role, name, namespace, parameter files, overrides."""
+    """The inverse of ``node_argv`` (tests): role, name, namespace, the configuration file."""
     i = argv.index("--ros-args")
-    out = {"role": argv[i - 1], "params_files": [], "params": {}}
+    out = {"role": argv[i - 1], "config": None}
     rest = argv[i + 1:]
     for k, a in enumerate(rest):
         if a == "-r":
             key, _, val = rest[k + 1].partition(":=")
             out["name" if key == "__node" else "namespace"] = val
-        elif a == "--params-file":
-            out["params_files"].append(rest[k + 1])
-    fqn = f"{out['namespace']}/{out['name']}"
-    for f in out["params_files"][1:]:
-        doc = yaml.safe_load(Path(f).read_text()) or {}
-        out["params"].update((doc.get(fqn) or {}).get("ros__parameters", {}))
+        elif a == "-p":
+            key, _, val = rest[k + 1].partition(":=")
+            if key == "config":
+                out["config"] = val
     return out
 
 
@@ -86,7 +79,7 @@ class Launcher:
     def __init__(self, setup: str, args: dict | None = None, env: dict | None = None, out=None,
                  grace_s: float = 8.0, respawn: bool = True):
         self.setup = setup
-        self.specs, self.params_file = graph.nodes(setup, args)
+        self.specs, self.config = graph.nodes(setup, args)
         self.env = {**os.environ, **(env or {})}
         self.out = out or sys.stdout
         self.grace_s = grace_s
@@ -99,15 +92,16 @@ class Launcher:
         self.exit_code: int | None = None
 
     def _argv(self, spec: graph.NodeSpec, tmp: Path) -> list[str]:
-        return node_argv(spec, self.params_file, tmp / f"{spec.name}.params.yaml")
+        return node_argv(spec, tmp / CONFIG_NAME)
 
     @contextlib.contextmanager
     def prepared(self):
-        """The per-node parameter files in a temporary directory, removed on leaving."""
+        """The launch's configuration file in a temporary directory, removed on leaving."""
+        from .settings import write
         self.tmp = Path(tempfile.mkdtemp(prefix="motormind-launch-"))
         try:
+            write(self.config, self.tmp / CONFIG_NAME)
             for p in self.procs:
-                (self.tmp / f"{p.spec.name}.params.yaml").write_text(overrides_yaml(p.spec))
                 p.argv = self._argv(p.spec, self.tmp)
             yield self
         finally:
@@ -121,9 +115,10 @@ class Launcher:
             print(f"[{name}] {text}", file=self.out, flush=True)
 
     def describe(self) -> dict:
-        return {"setup": self.setup, "params_file": str(self.params_file),
+        return {"setup": self.setup, "config_from": self.config.source,
                 "launch_dir": str(self.tmp) if self.tmp else
-                f"{LAUNCH_DIR}: a temporary directory made at start (each node's params as NAME.params.yaml)",
+                f"{LAUNCH_DIR}: a temporary directory made at start (the configuration as {CONFIG_NAME})",
+                "config": self.config.to_dict(),
                 "nodes": [{**p.spec.to_json(), "argv": p.argv} for p in self.procs]}
 
     # -- processes ------------------------------------------------------------------------------
@@ -161,7 +156,7 @@ class Launcher:
         try:
             with self.prepared():
                 try:
-                    self.say(f"{self.setup}: {len(self.procs)} nodes, parameters {self.params_file}, "
+                    self.say(f"{self.setup}: {len(self.procs)} nodes, configuration {self.config.source}, "
                              f"ROS_DOMAIN_ID={self.env.get('ROS_DOMAIN_ID', '0')}")
                     for p in self.procs:
                         self._start(p)

@@ -26,25 +26,34 @@ def node_class(role: str):
     return cls
 
 
-def node_params(role: str) -> dict:
-    """The parameters the node of ``role`` declares, with their defaults."""
-    from .base import COMMON_PARAMS
-    if role == "console":
-        from .console_node import CONSOLE_PARAMS
-        return {**COMMON_PARAMS, **CONSOLE_PARAMS}
-    return {**COMMON_PARAMS, **node_class(role).extra_params}
+def node_settings(role: str) -> dict:
+    """What the node of ``role`` reads from the configuration file, with the packaged defaults
+    (dotted keys: ``episode.wall_budget_s``)."""
+    from .settings import load_stack
+    d = load_stack().to_dict()
+    sections = ["profile", "brain", "episode", "nodes", *node_class(role).sections]
+    out = {}
+    for section in sections:
+        v = d[section]
+        if isinstance(v, dict):
+            out.update({f"{section}.{k}": x for k, x in v.items()})
+        else:
+            out[section] = v
+    return out
 
 
 def help_text(role: str, prog: str) -> str:
+    from .graph import params_file
     doc = (sys.modules[node_class(role).__module__].__doc__ or "").strip().split("\n\n")[0]
-    lines = [f"usage: {prog} [-h] [--ros-args [-r __ns:=/motormind] [--params-file FILE] [-p name:=value ...]]", "",
+    lines = [f"usage: {prog} [-h] [--ros-args [-r __ns:=/motormind] [-p config:=FILE]]", "",
              doc, "",
-             "Started with the others by `motormind launch sim|xarm6|fake` or `ros2 launch motormind sim.launch.py`;",
-             "parameters come from configs/ros/motormind.yaml (share/motormind/config/motormind.yaml) and -p.", "",
-             "parameters (default):"]
-    params = node_params(role)
+             "Started with the others by `motormind launch sim|xarm6|fake` or `ros2 launch motormind sim.launch.py`,",
+             "which write one configuration file for every node. The node's one parameter:", "",
+             f"  config  the configuration file (default: {params_file()})", "",
+             "what it reads from that file (packaged default):"]
+    params = node_settings(role)
     width = max(len(k) for k in params)
-    lines += [f"  {k:<{width}}  {v!r}" for k, v in sorted(params.items())]
+    lines += [f"  {k:<{width}}  {v!r}" for k, v in params.items()]
     return "\n".join(lines)
 
 
@@ -60,8 +69,8 @@ def run(role: str, args: list[str] | None = None, prog: str | None = None) -> in
         print(help_text(role, prog))
         return 0
     if args:
-        print(f"{prog}: unknown argument {args[0]!r} (node parameters go after --ros-args: -p name:=value; "
-              f"--help lists them)", file=sys.stderr)
+        print(f"{prog}: unknown argument {args[0]!r} (the configuration file goes after --ros-args: "
+              f"-p config:=FILE; --help lists what the node reads from it)", file=sys.stderr)
         return 2
     from .lifeline import follow_launcher
     follow_launcher()                         # started by `motormind launch`: end with it

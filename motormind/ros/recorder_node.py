@@ -7,26 +7,27 @@ from __future__ import annotations
 
 import time
 
-from ..mcap_record import FLUSH_S, McapRecorder
+from ..errors import ConfigError
+from ..mcap_record import McapRecorder
 from . import graph
 from .base import MotorMindNode, msg_type, qos, spin
 
 
 class RecorderNode(MotorMindNode):
     role = "recorder"
-    extra_params = {"path": "", "flush_s": FLUSH_S}
+    sections = ("recorder",)
 
     def __init__(self):
         super().__init__()
         self.exit_code = None
-        path = self.p("path")
+        path = self.settings.recorder.path
         if not path:
-            raise SystemExit("path: the MCAP file to write (record:=FILE)")
+            raise ConfigError("recorder.path: the MCAP file to write (record:=FILE)")
         try:
             self.mcap = McapRecorder(path, graph.NAMESPACE, {"profile": self.profile.name, "started": time.time()},
-                                     flush_s=float(self.p("flush_s")))
+                                     flush_s=float(self.settings.recorder.flush_s))
         except (OSError, ValueError) as e:
-            raise SystemExit(f"path: cannot record to {path}: {e}") from None
+            raise ConfigError(f"recorder.path: cannot record to {path}: {e}") from None
         self._topics: set = set()
         for name in graph.RECORDED:
             self._record(name)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import time
 
 from .. import SCHEMA_VERSION
-from ..components import (Context, EpisodeBook, Escalation, ExecutorComponent, MemoryView, MonitorComponent,
-                          PlanDecision, PlannerComponent, VerifierComponent, operator_rejection, review_batch,
-                          unfit_reason, verdict_from_json)
+from ..components import (Context, Escalation, ExecutorComponent, MemoryView, MonitorComponent, PlanDecision,
+                          PlannerComponent, VerifierComponent, operator_rejection, review_batch, verdict_from_json)
 from ..console.brain import OperatorBrain
 from ..console.desk import TAKEOVER_ROLES
 from ..controller import CancelToken
+from ..episode.book import unfit_reason
+from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks
 from ..roles.executor import Executor
 from ..roles.memory import Memory
 from ..roles.monitor import Monitor
@@ -32,7 +33,7 @@ class RoleNode(MotorMindNode):
     def __init__(self):
         super().__init__()
         self.exit_code = None
-        self.rpc = RemoteCall(self) if self.p("brain") == "oracle" or self.needs_rpc() else None
+        self.rpc = RemoteCall(self) if self.settings.brain.type == "oracle" or self.needs_rpc() else None
         self.brain = make_brain(self, self.rpc)
         self.closing = False
         self._recorder_seen = False
@@ -40,7 +41,7 @@ class RoleNode(MotorMindNode):
         if self.role in TAKEOVER_ROLES:      # the console may take this role over (and approve batches)
             self.operator = OperatorProxy(self, on_pause=self.on_pause)
             self.brain = OperatorBrain(self.brain, self.operator, abort=lambda: self.closing)
-        self.cache = ObservationCache(self, self.cfg.images)
+        self.cache = ObservationCache(self, self.cfg.images, self.settings.nodes.image_wait_s)
         self.memory_view = MemoryView(self.cfg.memory)
         self.instruction = ""
         self.prompt_ctx: Context | None = None
@@ -53,12 +54,12 @@ class RoleNode(MotorMindNode):
     recorded_first: tuple = ()
 
     def await_recorder(self) -> None:
-        """With record:=FILE (``wait_for_recorder_s`` > 0), once, before this node's first output:
+        """With record:=FILE (its section's ``wait_for_recorder_s`` > 0), once, before its first output:
         wait until the recorder subscribes to ``recorded_first``, as this node's participant sees it
         (that is when its writers match the recorder's readers): a volatile message (the first batch,
         the first VLM call's event) sent before then would never reach the file. After
         ``wait_for_recorder_s`` it goes on and says so."""
-        wait = float(self.p("wait_for_recorder_s"))
+        wait = float(getattr(self.settings, self.role).wait_for_recorder_s)
         if wait <= 0 or self._recorder_seen:
             return
         self._recorder_seen = True
@@ -113,7 +114,7 @@ class PlannerNode(RoleNode):
     """task -> plan; a rejected verdict or an escalation -> a new plan decision (PlannerComponent)."""
 
     role = "planner"
-    extra_params = {"instruction": "", "wait_for_recorder_s": 0.0}
+    sections = ("planner",)
     outputs = ("plan", "task")
     recorded_first = graph.RECORDED           # the episode starts here: every recorded topic
 
@@ -122,9 +123,10 @@ class PlannerNode(RoleNode):
         self.component: PlannerComponent | None = None
         self.listen("verdict", lambda m: self.worker.put(self._verdict, m))
         self.listen("escalation", lambda m: self.worker.put(self._escalation, m))
-        if self.p("instruction"):
-            self.worker.put(self._task, {"instruction": self.p("instruction"), "source": "parameter"})
-            self.send("task", {"instruction": self.p("instruction"), "source": "planner parameter"})
+        instruction = self.settings.planner.instruction
+        if instruction:
+            self.worker.put(self._task, {"instruction": instruction, "source": "parameter"})
+            self.send("task", {"instruction": instruction, "source": "planner parameter"})
 
     def on_task(self, msg: dict) -> None:
         self.await_recorder()
@@ -156,38 +158,25 @@ class PlannerNode(RoleNode):
 
 
 class ExecutorNode(RoleNode):
-    """Drives the episode: plan -> batch -> report [-> verdict] -> ... (ExecutorComponent + EpisodeBook).
-
-    Messages from different nodes may arrive in any order (a verdict before the report it is about,
-    a new plan before the rejected verdict that caused it): each is held until the episode is at
-    the point where it applies (``_settle``), so the component sees them in the in-process order."""
+    """Drives the episode machine (``motormind/episode/machine.py``) from its topics: a plan, a
+    report or a verdict in; a batch on ``commands``, an ``escalation`` or the ``episode`` end out.
+    Messages from different nodes may arrive in any order: the machine holds each until it applies."""
 
     role = "executor"
-    extra_params = {"privileged_evaluator": True, "exit_on_end": False, "wait_for_recorder_s": 0.0}
+    sections = ("executor",)
     outputs = ("commands", "episode", "escalation", "report")
     recorded_first = ("commands", "events")   # matched from this node's own participant before the first batch
 
     def needs_rpc(self) -> bool:
-        return bool(self.p("privileged_evaluator"))
+        return bool(self.settings.executor.privileged_evaluator)
 
     def __init__(self):
         super().__init__()
-        self.component: ExecutorComponent | None = None
-        self.book: EpisodeBook | None = None
-        self.state = "idle"                     # idle | await_plan | await_report | await_verdict | ended
-        self.pending = ""                       # the batch under way
-        self.verify_batch = ""                  # the batch whose claim the Verifier is checking
-        self.applied_seq = 0
-        self.decisions: dict[int, dict] = {}    # plan decisions not applied yet, by seq
-        self.verdicts: dict[str, dict] = {}     # verdicts not applied yet, by batch id
-        self.seen_verdicts: set = set()
-        self.report_steps = 0
-        self.motion_s = 0.0
-        self.parked = False                     # paused by the operator before the next batch
+        self.machine: EpisodeMachine | None = None
         self.vlm = {"calls": 0, "s": 0.0}
-        self.listen("plan", lambda m: self.worker.put(self._plan, m))
-        self.listen("report", lambda m: self.worker.put(self._report, m))
-        self.listen("verdict", lambda m: self.worker.put(self._verdict, m))
+        self.listen("plan", lambda m: self.worker.put(self._feed, "plan", m))
+        self.listen("report", lambda m: self.worker.put(self._feed, "report", m))
+        self.listen("verdict", lambda m: self.worker.put(self._feed, "verdict", m))
         self.listen("events", self._count)
 
     def _count(self, ev: dict) -> None:
@@ -196,165 +185,75 @@ class ExecutorNode(RoleNode):
             self.vlm["s"] += float(ev.get("latency_s", 0.0) or 0.0)
 
     def on_task(self, msg: dict) -> None:
-        self.component = ExecutorComponent(Executor(self.brain, self.record), self.cfg, self.prompt_ctx, self.say)
-        self.book = EpisodeBook(self.cfg)
-        self.parked = False
-        self.state = "await_plan"
+        component = ExecutorComponent(Executor(self.brain, self.record), self.cfg, self.prompt_ctx, self.say)
+        self.machine = EpisodeMachine(self.cfg, component, Hooks(
+            evaluate=self._evaluate, look=self.cache.look,
+            has_success_check=bool(self.settings.executor.privileged_evaluator),
+            unfit=lambda: getattr(self.brain, "unfit", "") or "", hold=self._paused,
+            review=lambda batch: review_batch(self.operator, batch, self.record, self.say, lambda: self.closing),
+            rejection=lambda batch, note: operator_rejection(batch, note, self.cache.state or {}),
+            vlm=lambda: (self.vlm["calls"], self.vlm["s"]), say=self.say,
+            brain=getattr(self.brain, "name", "?"), privileged=bool(getattr(self.brain, "privileged", False))))
         self.send("episode", {"event": "start", "instruction": self.instruction,
                               "brain": getattr(self.brain, "name", "?"),
                               "privileged": bool(getattr(self.brain, "privileged", False))})
-        self._settle()
+        self._act(self.machine.start())
 
     # -- the evaluator (simulation: privileged) ----------------------------------------------------
     def _evaluate(self) -> tuple[bool, int]:
-        if self.rpc is not None and self.p("privileged_evaluator"):
-            r = self.rpc.call("evaluate", float(self.p("rpc_timeout_s")))
+        if self.rpc is not None and self.settings.executor.privileged_evaluator:
+            r = self.rpc.call("evaluate", float(self.settings.nodes.rpc_timeout_s))
             if self.cfg.max_steps is None:
                 self.cfg.max_steps = int(r["budget"])
             return bool(r["success"]), int(r["steps"])
-        return False, self.report_steps
+        return False, self.machine.report_steps
 
-    # -- messages: held until they apply ------------------------------------------------------------
-    def _plan(self, msg: dict) -> None:
-        seq = int(msg.get("seq", 0))
-        if seq > self.applied_seq:
-            self.decisions[seq] = msg
-        self._settle()
-
-    def _verdict(self, msg: dict) -> None:
-        bid = str(msg.get("batch_id", ""))
-        if bid and bid not in self.seen_verdicts:
-            self.verdicts[bid] = msg
-        self._settle()
-
-    def _settle(self) -> None:
-        """Apply what was held, as far as the episode's state allows."""
-        while self.component is not None and self.state != "ended":
-            if self.state == "await_verdict":
-                v = self.verdicts.pop(self.verify_batch, None)
-                if v is None:                    # the verdict may travel inside the decision it caused
-                    v = next((d["verdict"] for d in self.decisions.values()
-                              if (d.get("verdict") or {}).get("batch_id") == self.verify_batch), None)
-                if v is None:
-                    return
-                self._apply_verdict(v)
-                continue
-            if self.state == "await_plan" and self.decisions:
-                seqs = sorted(self.decisions)
-                for seq in seqs:
-                    d = PlanDecision.from_json(self.decisions.pop(seq))
-                    self.applied_seq = seq
-                    self.component.on_plan(d)
-                    if self.book.on_plan(d):
-                        return self._end()
-                self._propose()
-                continue
+    # -- messages in, actions out -------------------------------------------------------------------
+    def _feed(self, kind: str, msg: dict) -> None:
+        m = self.machine
+        if m is None:
             return
-
-    def _report(self, rep: dict) -> None:
-        if self.state != "await_report" or rep.get("batch_id") != self.pending:
-            return
-        self.pending = ""
-        self.report_steps += int(rep.get("steps", 0) or 0)
-        self.motion_s += float(rep.get("duration_s", 0.0) or 0.0)
-        sg = self.component.subgoal
-        self.say(f"{sg.id if sg else '?'} batch {rep['batch_id']}: {rep['status']}"
-                 + (f" - {rep['reason'][:120]}" if rep.get("reason") else ""))
-        if self.book.on_report(rep):
-            return self._end()
-        success, _ = self._evaluate()
-        if success:
-            return self._propose()               # the loop head records the success
-        after = self.component.on_report(rep)
-        if after.verify:
-            self.state, self.verify_batch = "await_verdict", rep["batch_id"]
-        elif after.escalate is not None:
-            self._escalate(after.escalate)
+        if kind == "plan":
+            self._act(m.plan(msg))
+        elif kind == "report":
+            self._act(m.report(msg))
         else:
-            self._propose()
-        self._settle()
+            self._act(m.verdict(msg))
 
-    def _apply_verdict(self, msg: dict) -> None:
-        self.seen_verdicts.add(str(msg.get("batch_id", "")))
-        v = verdict_from_json(msg)
-        self.say(f"{v.subgoal_id} verdict: {'achieved' if v.achieved else 'REJECTED'} - {v.evidence[:100]}")
-        self.book.on_verdict(v)
-        esc = self.component.on_verdict(v)
-        if esc is not None:
-            if self.book.plan_verified(bool(self.p("privileged_evaluator")), lambda: self._evaluate()[0]):
-                return self._propose()           # ended (no privileged check), or the loop head records the success
-            return self._escalate(esc)
-        if v.achieved:
-            return self._propose()
-        self.state = "await_plan"                # the Planner answers the rejection
-
-    def _escalate(self, esc: Escalation) -> None:
-        self.state = "await_plan"
-        self.send("escalation", esc.to_json())
+    def _act(self, actions: list) -> None:
+        while actions:
+            a = actions.pop(0)
+            if isinstance(a, Execute):
+                self.await_recorder()
+                self.send("commands", {"schema_version": SCHEMA_VERSION, **a.batch,
+                                       **({"source": a.source} if a.source != "executor" else {})})
+            elif isinstance(a, Deliver):        # the operator rejected the batch: its report, made here
+                self.send("report", a.report)
+                actions += self.machine.report(a.report)
+            elif isinstance(a, Escalate):
+                self.send("escalation", a.escalation.to_json())
+            elif isinstance(a, Hold):
+                self.say("paused by the operator: holding before the next batch")
+            elif isinstance(a, End):
+                self._end(a.result)
+            # Verify, AwaitPlan: the Verifier and the Planner nodes answer the report and the verdict
 
     # -- the operator (console) -----------------------------------------------------------------
+    def _paused(self) -> bool:
+        return bool(self.operator is not None and self.operator.paused)
+
     def on_pause(self, paused: bool) -> None:
         if not paused:
-            self.worker.put(self._unpark)
+            self.worker.put(lambda: self._act(self.machine.resume()) if self.machine is not None else None)
 
-    def _unpark(self) -> None:
-        if self.parked and self.state not in ("ended", "idle"):
-            self.parked = False
-            self.say("resumed by the operator")
-            self._propose()
-
-    # -- the loop ---------------------------------------------------------------------------------
-    def _propose(self) -> None:
-        """The loop head and the next batch (this worker runs one job at a time: nothing interleaves)."""
-        book = self.book
-        while True:
-            if self.operator.paused:            # the operator's pause: hold here until resumed
-                if not self.parked:
-                    self.parked = True
-                    self.say("paused by the operator: holding before the next batch")
-                return
-            success, steps = self._evaluate()
-            if book.check(steps, success, "", getattr(self.brain, "unfit", "")):
-                return self._end()
-            sg = self.component.subgoal
-            bid = book.next_batch_id()
-            state, images = self.cache.look(f"{bid} {sg.id}")
-            prop = self.component.propose(state, images, bid)
-            if prop.batch is not None:
-                batch, source, note = review_batch(self.operator, prop.batch, self.record, self.say,
-                                                  lambda: self.closing)
-                self.state, self.pending = "await_report", bid
-                if batch is None:                # rejected by the operator: nothing moves
-                    rep = operator_rejection(prop.batch, note, self.cache.state or {})
-                    self.send("report", rep)
-                    return self._report(rep)
-                self.await_recorder()
-                self.send("commands", {"schema_version": SCHEMA_VERSION, **batch,
-                                       **({"source": source} if source != "executor" else {})})
-                return
-            if prop.escalate is not None:
-                return self._escalate(prop.escalate)
-
-    def _end(self) -> None:
-        if self.state == "ended":
-            return
-        self.state = "ended"
-        book = self.book
-        try:
-            _, steps = self._evaluate()
-        except Exception:  # noqa: BLE001
-            steps = self.report_steps
-        if book.outcome == "fault" and "budget_exhausted" in book.reason:
-            book.outcome = "step_budget"
-        res = book.result(steps, getattr(self.brain, "name", "?"), bool(getattr(self.brain, "privileged", False)),
-                          self.component.plan, self.vlm["calls"], self.vlm["s"], self.motion_s)
+    def _end(self, res) -> None:
         out = res.to_json()
         self.send("episode", {"event": "end", "instruction": self.instruction, "result": out})
         label = " [oracle: privileged simulator state]" if res.privileged else ""
         self.log(f"EPISODE {'SUCCESS' if res.success else 'FAILURE'}: {res.outcome} - {res.reason}{label}")
         self.log(f"  steps {res.steps}, batches {res.batches}, replans {res.replans}, VLM calls {res.vlm_calls}, "
                  f"wall {res.wall_s:.1f} s")
-        if self.p("exit_on_end"):
+        if self.settings.executor.exit_on_end:
             time.sleep(1.0)                       # let the latched end message reach the recorder
             self.exit_code = 0 if res.success else 1
 

@@ -29,7 +29,6 @@ or from the command line: ``--fault malformed_json=0.2 --fault http_429=0.1``.
 from __future__ import annotations
 
 import json
-import math
 import random
 import threading
 from dataclasses import dataclass, field
@@ -234,14 +233,3 @@ def _inject(role: str, obj: dict) -> str:
         obj["facts"] = facts + [INJECTION[:300]]
         return "summary and facts"
     return "nowhere (unknown role)"
-
-
-def is_finite_json(text: str) -> bool:
-    """True when the text parses as JSON with only finite numbers (a helper for tests and checks)."""
-    bad = []
-    try:
-        json.loads(text, parse_constant=lambda c: bad.append(c),
-                   parse_float=lambda s: (bad.append(s) if not math.isfinite(float(s)) else None) or float(s))
-    except ValueError:
-        return False
-    return not bad

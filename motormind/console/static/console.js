@@ -164,7 +164,7 @@ function renderQueue(s) {
         b.reason ? el("div", { class: "reason" }, b.reason) : null));
     for (const c of b.commands || []) {
       const ach = c.achieved && c.achieved.translation_mm ? ` → achieved ${fmt(c.achieved.translation_mm)} mm` : "";
-      div.append(el("div", { class: "cmd" }, st(c.status), `[${c.index}] ${fmt(c.command)}${ach}`,
+      div.append(el("div", { class: "cmd", title: fmt(c.command) }, st(c.status), `[${c.index}] ${c.text || fmt(c.command)}${ach}`,
         c.reason ? el("span", { class: c.status === "done" ? "muted" : "reason" }, ` — ${c.reason}`) : null));
     }
     box.append(div);

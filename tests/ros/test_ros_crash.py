@@ -110,7 +110,7 @@ def test_kill_9_of_the_launcher_stops_every_node_in_order_and_leaves_no_restart_
     domain = free_domain("k9")
     ros_home = tmp_path / "ros"
     cfg = yaml.safe_load(graph.params_file().read_text())
-    cfg["/motormind/controller"]["ros__parameters"]["watchdog_nodes"] = ["executor"]
+    cfg["controller"]["watchdog_nodes"] = ["executor"]
     cfg_file = tmp_path / "motormind.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg))
     h = subprocess.Popen([sys.executable, "-c", HARNESS, sys.executable, "-m", "motormind.cli", "launch", "fake",
@@ -157,17 +157,18 @@ def test_kill_9_of_the_launcher_stops_every_node_in_order_and_leaves_no_restart_
 def test_a_stop_signal_said_twice_is_one_orderly_stop(tmp_path):
     """The parent-death signal comes once for each of the launcher's threads as they end: a second
     SIGTERM right after the first must not cut the orderly stop short (exit code 0, not -SIGTERM)."""
-    from motormind.ros.launcher import node_argv, overrides_yaml
+    from motormind.ros.launcher import node_argv
+    from motormind.ros.settings import write_with
     domain = free_domain("twice")
     script = _script(tmp_path)
-    spec = graph.NodeSpec("memory", "memory", {"brain": "scripted", "brain_script": str(script), "profile": "fake"})
-    ov = tmp_path / "memory.yaml"
-    ov.write_text(overrides_yaml(spec))
+    spec = graph.NodeSpec("memory", "memory")
+    cfg = write_with(tmp_path / "motormind.yaml", {"brain": {"type": "scripted", "script": str(script)}, "profile": "fake",
+                                                   "robot": {"type": "fake"}})
     probe = Probe(domain_id=domain, watch=("heartbeat",))
     # started as the launcher starts it (this process in its place): on SIGTERM it looks for up to 1 s
     # whether its launcher is gone, so the second signal lands while it stops
     env = {**os.environ, **graph.ros_env(domain), "MOTORMIND_LAUNCHER_PID": str(os.getpid())}
-    p = subprocess.Popen(node_argv(spec, graph.params_file(), ov), env=env, stdout=subprocess.PIPE,
+    p = subprocess.Popen(node_argv(spec, cfg), env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     try:
         probe.wait_for("heartbeat", lambda m: m.get("node") == "memory", timeout=90)    # spinning: handlers set

@@ -1,7 +1,7 @@
 """LiberoRobot / Scene / suites against the real LIBERO-PRO simulation.
 
 One env for the whole module (construction + hard reset is ~10 s with a renderer under MuJoCo
-2.3.7). Run: ``MUJOCO_GL=osmesa .venv/bin/python -m pytest tests/test_libero_backend.py -m sim``.
+2.3.7). Run: ``MUJOCO_GL=osmesa .venv/bin/python -m pytest tests/sim/test_libero_backend.py -m sim``.
 """
 from __future__ import annotations
 

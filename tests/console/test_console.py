@@ -1,6 +1,6 @@
 """The operator console's actions without a browser: one operator in control, approval with edits
 and rejections, taking over the Executor, cancel and pause at action boundaries, a new instruction
-mid-episode, and the record of every operator action. (tests/test_console_browser.py drives the page.)"""
+mid-episode, and the record of every operator action. (tests/console/test_console_browser.py drives the page.)"""
 import json
 import threading
 import time
@@ -275,7 +275,7 @@ def test_an_operator_answer_holding_two_batches_is_sent_back(console, tmp_path):
 
 def test_a_dead_vlm_endpoint_says_what_the_connection_error_was(tmp_path):
     """The endpoint goes away after the console started (at start, `motormind console --brain
-    openai` refuses a dead one: tests/test_cli_errors.py): the episode's end says why, not only
+    openai` refuses a dead one: tests/tools/test_cli_errors.py): the episode's end says why, not only
     that the planner failed safe."""
     import socket
 

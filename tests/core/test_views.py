@@ -1,6 +1,6 @@
 """Camera view descriptions: parsed strictly from a profile, rendered into every role's prompt that
 carries images, and true of the images (the fake arm's top view here; LIBERO-PRO's cameras in
-tests/test_libero_backend.py)."""
+tests/sim/test_libero_backend.py)."""
 import threading
 
 import numpy as np

@@ -8,9 +8,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
-from .record import Recorder
-from .runner import EpisodeConfig, EpisodeRunner
+from .. import __version__
+from ..record import Recorder
+from ..runner import EpisodeRunner
+from .config import WALL_BUDGET_S, EpisodeConfig
 
 
 @dataclass
@@ -20,8 +21,9 @@ class RunSpec:
     init_state: int = 0
     seed: int = 0
     brain: str = "oracle"
+    profile: str = "libero_panda"       # the robot profile (configs/robots/NAME.yaml) the Controller validates with
     max_steps: int | None = None
-    wall_budget_s: float = 900.0
+    wall_budget_s: float = WALL_BUDGET_S
     image_size: int | None = None       # render size, px (square); None: what the VLM config's family reads
                                         # well (render_size_for), 128 for the oracle
     images: bool = True
@@ -52,26 +54,34 @@ def render_size_for(spec: RunSpec) -> int:
     if spec.image_size:
         return int(spec.image_size)
     if spec.brain == "openai":
-        from .brains.image_sizing import render_size
-        from .brains.openai_brain import load_vlm_config
+        from ..brains.image_sizing import render_size
+        from ..brains.openai_brain import load_vlm_config
         cfg = load_vlm_config(spec.vlm or "openai", spec.vlm_set)
         return render_size(cfg.image_rules, cfg.image_size)
     return ORACLE_IMAGE_SIZE
 
 
-def make_brain(name: str, robot, profile, vlm: str | None = None, vlm_set=(), record=None):
-    if name == "oracle":
-        from .brains.oracle import OracleBrain
-        return OracleBrain(robot.scene(), profile)
-    if name == "openai":
-        # any OpenAI-compatible endpoint; ``serve: oracle`` in the config starts serve-brain in-process
-        from .brains.openai_brain import build_openai_brain
-        from .errors import ConfigError
-        try:
-            return build_openai_brain(vlm or "openai", robot, profile, vlm_set, record)
-        except ConfigError as e:
-            raise SystemExit(f"--vlm: {e}") from None
-    raise SystemExit(f"--brain: unknown brain {name!r} (available here: oracle, openai)")
+def brain_config(spec: RunSpec):
+    """The brain a run spec names, as the registry builds it (motormind/registry.py)."""
+    from ..registry import BrainConfig
+    return BrainConfig(spec.brain, vlm=spec.vlm or "openai", vlm_set=tuple(spec.vlm_set))
+
+
+def robot_config(spec: RunSpec):
+    """The LIBERO-PRO task a run spec names (sim/libero_pro/config.py)."""
+    from motormind.sim.libero_pro.config import LiberoConfig
+    return LiberoConfig(suite=spec.suite, task=spec.task, init_state=spec.init_state, seed=spec.seed,
+                        image_size=render_size_for(spec), max_steps=spec.max_steps)
+
+
+def make_brain(spec: RunSpec, robot, record=None):
+    """The run's brain; a bad VLM config is an error naming --vlm."""
+    from ..errors import ConfigError
+    from ..registry import build_brain
+    try:
+        return build_brain(brain_config(spec), robot, robot.profile, record)
+    except ConfigError as e:
+        raise ConfigError(f"--vlm: {e}" if spec.brain == "openai" else f"--brain: {e}") from None
 
 
 def vlm_totals(rec: Recorder) -> dict:
@@ -110,10 +120,10 @@ def vlm_totals(rec: Recorder) -> dict:
 
 
 def _attach_console(spec: RunSpec, robot, rec: Recorder, progress, sock=None):
-    from .argtypes import split_host_port
-    from .console.session import ConsoleSession
-    from .errors import ConfigError
-    from .webserver import listen_for
+    from ..argtypes import split_host_port
+    from ..console.session import ConsoleSession
+    from ..errors import ConfigError
+    from ..webserver import listen_for
 
     def bad(msg):
         return ConfigError(f"--console: {msg}")
@@ -141,7 +151,8 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
     init state and left open); otherwise one is built and closed here. ``brain_wrapper(brain)``
     wraps the brain (the evaluation's noisy brain). ``console_sock``: the console's listening
     socket, bound by the command line before the simulation was built (``webserver.listen_for``)."""
-    from .sim.libero_pro.backend import LiberoRobot   # lazy: the core does not import the simulator
+    from ..profile import load_profile
+    from ..registry import build_robot
 
     progress = progress or (lambda s: print(s, file=sys.stderr, flush=True))
     run_dir = Path(spec.out) if spec.out else default_run_dir(spec)
@@ -155,8 +166,7 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
     progress(f"building {spec.suite} task {spec.task} init state {spec.init_state} ...")
     own = robot is None
     if own:
-        robot = LiberoRobot(spec.suite, spec.task, spec.init_state, seed=spec.seed, image_size=render_size_for(spec),
-                            max_env_steps=spec.max_steps)
+        robot = build_robot(robot_config(spec), load_profile(spec.profile))
     else:
         if (robot.suite_name, robot.task_index) != (spec.suite, spec.task):
             raise ValueError(f"robot is {robot.suite_name}/{robot.task_index}, spec wants {spec.suite}/{spec.task}")
@@ -169,12 +179,12 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         if spec.console is not None:
             console = _attach_console(spec, robot, rec, progress, console_sock)
         if spec.mcap:
-            from .mcap_record import McapRecorder
+            from ..mcap_record import McapRecorder
             mcap = McapRecorder(Path(spec.mcap) if Path(spec.mcap).is_absolute() else run_dir / spec.mcap).attach(rec)
         instruction = robot.language_instruction
         versions = robot.versions()
         vtot = vlm_totals(rec)
-        brain = base_brain = make_brain(spec.brain, robot, robot.profile, spec.vlm, spec.vlm_set, rec)
+        brain = base_brain = make_brain(spec, robot, rec)
         if brain_wrapper is not None:
             brain = brain_wrapper(brain)
         header = {"motormind": __version__, "python": platform.python_version(), "simulator": versions,
@@ -202,8 +212,6 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         if mcap:
             runner.observers.append(mcap.observe)
         result = runner.run()
-        if result.outcome == "fault" and "budget_exhausted" in result.reason:
-            result.outcome = "step_budget"
         obs = robot.observe(images=spec.images)
         if obs.images:
             rec.frame("end", obs.images)

@@ -58,7 +58,7 @@ def console(tmp_path_factory):
     script = tmp / "script.json"
     script.write_text(json.dumps({"planner": [PLAN], "executor": [B1, B2]}))
     cfg = yaml.safe_load(graph.params_file().read_text())
-    cfg["/motormind/controller"]["ros__parameters"].update(watchdog_nodes=["executor"], state_dir=str(tmp),
+    cfg["controller"].update(watchdog_nodes=["executor"], state_dir=str(tmp),
                                                            image_rate_hz=5.0)
     cfg_file = tmp / "motormind.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg))

@@ -15,7 +15,8 @@ pytest.importorskip("rclpy")
 
 from motormind.ros import graph  # noqa: E402
 from motormind.ros.base import ObservationCache  # noqa: E402
-from motormind.ros.launcher import node_argv, overrides_yaml  # noqa: E402
+from motormind.ros.launcher import node_argv  # noqa: E402
+from motormind.ros.settings import write_with  # noqa: E402
 from motormind.ros.probe import Probe  # noqa: E402
 from rostest_util import free_domain  # noqa: E402
 from waiting import wait_for  # noqa: E402
@@ -28,13 +29,12 @@ MOVES = [{"op": "move", "direction": d, "distance_mm": 100} for d in ("left", "r
 @pytest.fixture(scope="module")
 def controller(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ctrl")
-    spec = graph.NodeSpec("controller", "controller", {
-        "backend": "fake", "profile": "fake", "fake_realtime": True, "publish_task": False,
-        "privileged_service": False, "watchdog_nodes": [""], "state_dir": str(tmp)})
-    ov = tmp / "controller.yaml"
-    ov.write_text(overrides_yaml(spec))
+    spec = graph.NodeSpec("controller", "controller")
+    cfg = write_with(tmp / "motormind.yaml", {
+        "profile": "fake", "robot": {"type": "fake", "realtime": True}, "controller": {
+            "publish_task": False, "privileged_service": False, "watchdog_nodes": [""], "state_dir": str(tmp)}})
     env = {**os.environ, **graph.ros_env(DOMAIN)}
-    proc = subprocess.Popen(node_argv(spec, graph.params_file(), ov), env=env, stdout=open(tmp / "log", "w"),
+    proc = subprocess.Popen(node_argv(spec, cfg), env=env, stdout=open(tmp / "log", "w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     probe = Probe(domain_id=DOMAIN)
     try:
@@ -199,9 +199,6 @@ class _StubNode:
     def create_timer(self, period, fn):
         return None
 
-    def p(self, name):
-        return {"image_wait_s": self.image_wait_s}[name]
-
 
 @pytest.mark.parametrize("cameras, waits", [([], False), (["front"], True), (None, True)])
 def test_roles_wait_for_fresh_frames_only_from_a_controller_with_cameras(cameras, waits):
@@ -209,7 +206,7 @@ def test_roles_wait_for_fresh_frames_only_from_a_controller_with_cameras(cameras
     image_wait_s for frames that never come. With cameras, or from a Controller that does not say
     (None), a role waits for frames newer than the last batch."""
     node = _StubNode(image_wait_s=0.5 if waits else 60.0)     # not waiting: returns long before 60 s
-    cache = ObservationCache(node, images=True)
+    cache = ObservationCache(node, images=True, image_wait_s=node.image_wait_s)
     ev = {"event": "idle", "state": {"eef_pos_mm": [300.0, 0.0, 300.0]}}
     if cameras is not None:
         ev["cameras"] = cameras

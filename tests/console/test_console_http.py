@@ -1,7 +1,7 @@
 """The console's HTTP trust boundary over real sockets: framing (a bad Content-Length, a body cut
 short or held back, a chunked body), idle connections, the Host and Origin checks, the strict
 decoding of a body, control tied to the key the server issued, and refusals recorded bounded.
-(tests/test_console.py covers the actions themselves, tests/test_console_browser.py the page.)"""
+(tests/console/test_console.py covers the actions themselves, tests/console/test_console_browser.py the page.)"""
 import json
 import socket
 import threading

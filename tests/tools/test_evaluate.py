@@ -27,6 +27,11 @@ def test_wilson_interval():
     lo, hi = wilson(8, 10)
     assert lo == pytest.approx(0.490, abs=1e-3) and hi == pytest.approx(0.943, abs=1e-3)
     assert wilson(0, 0) == (0.0, 1.0) and wilson(5, 5)[1] == 1.0
+    for n in range(1, 60):                  # it holds the rate exactly (4/4 gave an upper bound below 1)
+        for k in range(n + 1):
+            lo, hi = wilson(k, n)
+            assert 0.0 <= lo <= k / n <= hi <= 1.0, (k, n, lo, hi)
+        assert wilson(n, n)[1] == 1.0 and wilson(0, n)[0] == 0.0
 
 
 def test_resume_after_a_killed_run_loses_and_duplicates_nothing(tmp_path):

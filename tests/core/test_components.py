@@ -5,8 +5,9 @@ import json
 import pytest
 
 from motormind.brains.scripted import ScriptedBrain
-from motormind.components import (Context, EpisodeBook, EpisodeConfig, Escalation, ExecutorComponent,
+from motormind.components import (Context, EpisodeConfig, Escalation, ExecutorComponent,
                                   PlanDecision, PlannerComponent)
+from motormind.episode.book import EpisodeBook
 from motormind.profile import load_profile
 from motormind.record import Recorder
 from motormind.robots.fake import FakeRobot

@@ -20,9 +20,9 @@ from motormind.profile import load_profile  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
-WORKSPACE = Path(__file__).parent / "data" / "libero_workspace.json"
+WORKSPACE = Path(__file__).resolve().parents[1] / "data" / "libero_workspace.json"
 
-# (suite, task, init, the predicates it exercises); "On" an object is tests/test_episode.py's
+# (suite, task, init, the predicates it exercises); "On" an object is tests/sim/test_episode.py's
 CASES = [
     ("libero_object", 0, 0, "in a region"),
     ("libero_goal", 0, 0, "open a drawer"),
@@ -33,7 +33,7 @@ CASES = [
 
 
 def _episode(tmp_path, suite, task, init):
-    from motormind.episode import RunSpec, run_episode
+    from motormind.episode.run import RunSpec, run_episode
     spec = RunSpec(suite=suite, task=task, init_state=init, brain="oracle", images=False, media=False,
                    out=str(tmp_path / f"{suite}_{task}_{init}"))
     summary = run_episode(spec, progress=lambda s: None)

@@ -23,7 +23,7 @@ from waiting import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-ARTIFACTS = Path(os.environ.get("MOTORMIND_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts")) / "console"
+ARTIFACTS = Path(os.environ.get("MOTORMIND_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")) / "console"
 TOKEN = "test-token-123"
 PLAN = {"subgoals": [{"id": "carry", "description": "carry the tool 60 mm left, then 60 mm up",
                       "success_criterion": "the tool is 60 mm left and 60 mm higher"}]}

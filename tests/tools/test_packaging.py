@@ -11,7 +11,7 @@ import pytest
 
 from motormind.ros.graph import EXECUTABLES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # what colcon-python-setup-py runs to read an ament_python package (its package identification)
 COLCON_READ = """
@@ -42,6 +42,20 @@ def test_pyproject_and_package_xml_describe_one_package():
     # setuptools 61-76 accept only the table form; a plain SPDX string needs 77 (PEP 639)
     assert project["license"] == {"text": xml["license"]}
     assert xml["build_type"] == "ament_python"
+
+
+def test_every_python_package_of_the_checkout_is_installed():
+    """A wheel (or a colcon build) installs only the packages pyproject.toml lists: a new sub-package
+    missing there works in an editable install and is absent from a real one."""
+    tomllib = pytest.importorskip("tomllib")
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(tool["packages"])
+    found = set()
+    for name, folder in tool["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((name, *rel)))
+    assert found - listed == set(), "packages missing from pyproject.toml [tool.setuptools] packages"
 
 
 def test_setup_py_reads_as_colcon_reads_it():

@@ -5,7 +5,7 @@ controller emulator through the unmodified xarm-python-sdk.
 The oracle cannot see the emulator's world, so the roles get their answers the way they would on the
 arm: `brain:=openai` (the real openai client in every role node) pointed at an OpenAI-compatible
 endpoint, here `motormind serve-brain --backend replay` on 127.0.0.1 replaying an episode record.
-The record holds the answers of the scripted rehearsal of tests/test_xarm_episode.py (pick a 30 mm
+The record holds the answers of the scripted rehearsal of tests/robots/test_xarm_episode.py (pick a 30 mm
 block under the tool, lift, carry 80 mm left, put down, release), written in the record format the
 replay server reads. What the arm did is read from the emulator, not from the stack."""
 import json

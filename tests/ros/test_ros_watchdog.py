@@ -26,7 +26,7 @@ def test_killing_the_executor_trips_the_watchdog_and_a_restarted_controller_is_s
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"planner": [PLAN], "executor": [SWEEP]}))
     cfg = yaml.safe_load(graph.params_file().read_text())
-    cfg["/motormind/controller"]["ros__parameters"].update(watchdog_nodes=["executor"], watchdog_timeout_s=1.5,
+    cfg["controller"].update(watchdog_nodes=["executor"], watchdog_timeout_s=1.5,
                                                            state_dir=str(tmp_path))
     cfg_file = tmp_path / "motormind.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg))

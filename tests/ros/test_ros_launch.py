@@ -16,7 +16,7 @@ from waiting import wait_for
 from motormind.ros import graph
 from motormind.ros.launcher import Launcher, parse_node_argv
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Action:
@@ -64,9 +64,10 @@ def _from_launch_file(setup, given, monkeypatch):
     out = {}
     for node in opaque[0].kw["function"](ctx):
         kw = node.kw
-        cfg, overrides = kw["parameters"]
+        (params,) = kw["parameters"]
+        assert set(params) == {"config"}         # one parameter: the configuration file
         out[kw["name"]] = {"executable": kw["executable"], "namespace": kw["namespace"], "package": kw["package"],
-                           "params_file": str(cfg), "params": overrides, "respawn": kw["respawn"],
+                           "config": yaml.safe_load(Path(params["config"]).read_text()), "respawn": kw["respawn"],
                            "ends": "on_exit" in kw}
     return declared, out
 
@@ -74,23 +75,16 @@ def _from_launch_file(setup, given, monkeypatch):
 def _from_motormind_launch(setup, given):
     ln = Launcher(setup, given)
     out = {}
-    with ln.prepared():                      # the per-node parameter files, as run() writes them
+    with ln.prepared():                      # the configuration file, as run() writes it
         for proc in ln.procs:
             a = parse_node_argv(proc.argv)
             out[a["name"]] = {"executable": graph.EXECUTABLES[a["role"]], "namespace": a["namespace"],
-                              "package": graph.PACKAGE, "params_file": a["params_files"][0], "params": a["params"],
+                              "package": graph.PACKAGE, "config": yaml.safe_load(Path(a["config"]).read_text()),
                               "respawn": proc.spec.respawn, "ends": proc.spec.exit_ends_launch}
         tmp = ln.tmp
         assert tmp.is_dir()
     assert not tmp.exists()                  # removed on leaving
     return out
-
-
-def _effective(params_file, name, overrides):
-    """What a node ends up with: the file's /** and /motormind/NAME sections, then the overrides."""
-    doc = yaml.safe_load(Path(params_file).read_text())
-    return {**doc["/**"]["ros__parameters"], **(doc.get(f"/motormind/{name}") or {}).get("ros__parameters", {}),
-            **overrides}
 
 
 @pytest.mark.parametrize("setup,given", [
@@ -109,20 +103,22 @@ def test_launch_files_and_motormind_launch_start_the_same_nodes_with_the_same_pa
     assert ("recorder" in names) == bool(given.get("record"))
     assert ("console" in names) == (given.get("console") == "true")    # optional, off by default
     if "console" in names:
-        eff = _effective(from_cli["console"]["params_file"], "console", from_cli["console"]["params"])
-        assert (eff["console_host"], eff["console_port"], eff["console_token"]) == ("127.0.0.1", 9000, "t0k")
+        eff = from_cli["console"]["config"]["console"]
+        assert (eff["host"], eff["port"], eff["token"]) == ("127.0.0.1", 9000, "t0k")
+    configs = [n["config"] for n in from_cli.values()]
+    assert all(c == configs[0] for c in configs)          # every node reads the same configuration
     for name, n in from_cli.items():
         assert n["namespace"] == "/motormind" and n["executable"] == f"motormind-{name}"
         assert n["respawn"] == (name == "controller")
-        eff = _effective(n["params_file"], name, n["params"])
-        assert eff["profile"] == ("libero_panda" if setup == "sim" else "xarm6")
-    ctrl = _effective(from_cli["controller"]["params_file"], "controller", from_cli["controller"]["params"])
+        assert n["config"]["profile"] == ("libero_panda" if setup == "sim" else "xarm6")
+    cfg = from_cli["controller"]["config"]
     if setup == "sim":
-        assert ctrl["backend"] == "libero" and ctrl["task"] == int(given.get("task", 0))
+        assert cfg["robot"]["type"] == "libero" and cfg["robot"]["task"] == int(given.get("task", 0))
         assert from_cli["executor"]["ends"] == (given.get("exit_on_end", "true") == "true")
     else:
-        assert ctrl["backend"] == "xarm6" and ctrl["robot_ip"] == "192.168.1.222" and not ctrl["privileged_service"]
-        assert from_cli["planner"]["params"]["instruction"] == "put the cup down"
+        assert cfg["robot"]["type"] == "xarm6" and cfg["robot"]["ip"] == "192.168.1.222"
+        assert cfg["robot"]["cameras"] == ["front=0", "wrist=/dev/video2"] and not cfg["controller"]["privileged_service"]
+        assert cfg["planner"]["instruction"] == "put the cup down"
 
 
 def test_cli_lists_and_dry_runs_launch_without_rclpy():
@@ -135,7 +131,7 @@ def test_cli_lists_and_dry_runs_launch_without_rclpy():
     d = json.loads(p.stdout)
     assert [n["name"] for n in d["nodes"]][:6] == ["controller", "planner", "executor", "verifier", "monitor",
                                                     "memory"]
-    assert d["nodes"][0]["params"]["task"] == 2
+    assert d["config"]["robot"]["task"] == 2
     bad = subprocess.run([sys.executable, "-m", "motormind.cli", "launch", "sim", "tsk:=2", "--dry-run"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "unknown argument(s) for sim: tsk" in bad.stderr
@@ -154,7 +150,7 @@ def test_dry_run_writes_nothing(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     d = json.loads(p.stdout)
     assert d["launch_dir"].startswith("<launch dir>")
-    assert d["nodes"][0]["argv"][-1] == "<launch dir>/controller.params.yaml"
+    assert d["nodes"][0]["argv"][-1] == "config:=<launch dir>/motormind.yaml"
     assert list(tmpdir.iterdir()) == []
 
 
@@ -219,10 +215,10 @@ def test_node_executables_print_help_and_start_nothing(role):
                        timeout=120, env={**os.environ, "ROS_DOMAIN_ID": "231"})
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.startswith(f"usage: python -m motormind.ros {role} [-h] [--ros-args")
-    params = dict(line.split(None, 1) for line in p.stdout.split("parameters (default):\n", 1)[1].splitlines())
-    assert params["profile"] == "'libero_panda'" and params["heartbeat_period_s"] == "0.25"
-    extra = {"controller": "backend", "recorder": "flush_s", "executor": "exit_on_end", "planner": "instruction",
-             "console": "console_port"}.get(role)
+    params = dict(line.split(None, 1) for line in p.stdout.split("packaged default):\n", 1)[1].splitlines())
+    assert params["profile"] == "'libero_panda'" and params["nodes.heartbeat_period_s"] == "0.25"
+    extra = {"controller": "robot.type", "recorder": "recorder.flush_s", "executor": "executor.exit_on_end",
+             "planner": "planner.instruction", "console": "console.port"}.get(role)
     if extra:
         assert extra in params
     assert "ready" not in p.stdout and "recording" not in p.stdout and p.stderr == ""

@@ -1,0 +1,35 @@
+"""An episode's settings: budgets and the ablation switches, each with its one default.
+
+Every entry point reads these defaults from here (the command line's ``--wall-budget``, the
+evaluation's jobs, the ROS 2 configuration file's ``episode:`` section), so a default is written
+once. Built strictly from a file (``strict_config.from_mapping``) or in code; either way the
+ranges are checked: ``EpisodeConfig(max_batches=0)`` is a ConfigError naming the field.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..strict_config import check_fields
+
+
+@dataclass
+class EpisodeConfig:
+    max_steps: int | None = field(default=None, metadata={"ge": 1})   # control steps (None: the backend's budget)
+    wall_budget_s: float = field(default=900.0, metadata={"gt": 0})   # wall clock, s
+    max_batches: int = field(default=60, metadata={"ge": 1})          # batches proposed
+    max_replans: int = field(default=6, metadata={"ge": 0})
+    max_failures_per_subgoal: int = field(default=3, metadata={"ge": 1})   # failed batches on one subgoal before a replan
+    images: bool = True                 # render camera images for the roles
+    replan: bool = True                 # ablations (docs/evaluation.md)
+    planner: bool = True
+    monitor: bool = True
+    verifier: bool = True
+    memory: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+DEFAULTS = EpisodeConfig()
+WALL_BUDGET_S = DEFAULTS.wall_budget_s
+ABLATIONS = ("replan", "planner", "monitor", "verifier", "memory")   # the switches an ablation turns off

@@ -1,0 +1,317 @@
+"""The episode as one state machine: plan decisions, reports and verdicts in, actions out.
+
+Both transports drive this one loop. The in-process runner (``motormind/runner.py``) answers each
+action at once (it runs the batch, asks the Verifier, asks the Planner) and feeds the answer back;
+the ROS 2 Executor node (``motormind/ros/role_nodes.py``) publishes what an action asks for and
+feeds in what arrives on its topics, in whatever order it arrives: a verdict before the report it
+is about, a new plan before the rejected verdict that caused it. Each input is held until the
+episode is at the point where it applies, so the decisions are taken in the same order either way.
+
+    phase          waits for              an input that moves it on
+    await_plan     a plan decision        plan(decision)      (None: the Planner had nothing to change)
+    await_report   the batch's report     report(report)
+    await_verdict  the claim's verdict    verdict(verdict, batch_id)
+    held           the operator's resume  resume()
+    ended          -
+
+Every input returns the actions to take, in order:
+
+    Execute(batch, source)   run this batch (the Controller: in-process, or on ``commands``)
+    Deliver(report)          a report made here (the operator rejected the batch): record or publish
+                             it as the Controller's would be, then feed it back with ``report()``
+    Verify(subgoal, report)  the report claims its subgoal: a verdict is wanted
+    Escalate(escalation)     a replan is wanted (the Planner answers with ``plan()``)
+    AwaitPlan(verdict)       a rejected verdict: the Planner answers it with ``plan()``
+    Hold()                   the operator paused before the next batch: ``resume()`` goes on
+    End(result)              the episode is over (``EpisodeResult``)
+
+The loop head (before each batch) checks the budgets, the evaluator's success check and the stop
+and unfit reasons (``EpisodeBook.check``), then asks the Executor for a batch (``propose``, a
+brain call, made here on the driver's thread) and hands it to the operator's review when there is
+an operator. The budget and give-up rules are the book's (``motormind/episode/book.py``), keyed on
+typed fault kinds.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..results import Word
+from .book import EpisodeBook, EpisodeResult
+from .config import EpisodeConfig
+
+
+class Phase(Word):
+    IDLE = "idle"
+    AWAIT_PLAN = "await_plan"
+    AWAIT_REPORT = "await_report"
+    AWAIT_VERDICT = "await_verdict"
+    HELD = "held"
+    ENDED = "ended"
+
+
+# -- actions -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Execute:
+    batch: dict                 # the batch message (batch_id, subgoal_id, commands, ...)
+    source: str = "executor"    # who it is from: executor, "executor (operator approved)", "operator (edited)"
+    brain: str = ""
+    privileged: bool = False
+
+
+@dataclass(frozen=True)
+class Deliver:
+    report: dict
+
+
+@dataclass(frozen=True)
+class Verify:
+    subgoal: object             # roles.planner.Subgoal
+    report: dict
+
+
+@dataclass(frozen=True)
+class Escalate:
+    escalation: object          # components.Escalation
+
+
+@dataclass(frozen=True)
+class AwaitPlan:
+    verdict: object             # roles.verifier.Verdict
+
+
+@dataclass(frozen=True)
+class Hold:
+    pass
+
+
+@dataclass(frozen=True)
+class End:
+    result: EpisodeResult
+
+
+def _noop(*_a, **_k) -> None:
+    return None
+
+
+@dataclass
+class Hooks:
+    """What the machine asks of its driver at the loop head (each optional but ``evaluate``)."""
+    evaluate: Callable[[], tuple]                          # -> (success: bool, steps used: int)
+    look: Callable[[str], tuple]                           # label -> (state, images), a fresh look
+    has_success_check: bool = False                        # the evaluator's privileged check (simulation)
+    unfit: Callable[[], str] = lambda: ""                  # why the brain cannot be used ("" when it can)
+    stop_reason: Callable[[], str] = lambda: ""            # the operator asked the episode to end
+    hold: Callable[[], bool] = lambda: False               # True: hold before the next batch (resume() goes on)
+    review: Callable | None = None                         # batch -> (batch or None, source, note): the operator
+    interject: Callable | None = None                      # () -> PlanDecision or None: a new instruction
+    rejection: Callable | None = None                      # (batch, note) -> the report of a rejected batch
+    vlm: Callable[[], tuple] = lambda: (0, 0.0)            # -> (VLM calls, VLM seconds) so far
+    say: Callable[[str], None] = _noop                     # progress, for humans
+    brain: str = "?"
+    privileged: bool = False
+
+
+@dataclass
+class EpisodeMachine:
+    cfg: EpisodeConfig
+    executor: object                  # components.ExecutorComponent: the plan, the subgoal, when to verify
+    hooks: Hooks
+    clock: Callable[[], float] = time.monotonic
+    book: EpisodeBook = field(init=False)
+    phase: Phase = field(init=False, default=Phase.IDLE)
+
+    def __post_init__(self) -> None:
+        self.book = EpisodeBook(self.cfg, self.clock)
+        self.pending = ""                 # the batch under way
+        self.verify_batch = ""            # the batch whose claim the Verifier checks
+        self.applied_seq = 0
+        self.decisions: dict = {}         # plan decisions not applied yet, by seq
+        self.verdicts: dict = {}          # verdicts not applied yet, by batch id
+        self.seen_verdicts: set = set()
+        self.report_steps = 0             # control steps the reports say were used
+        self.motion_s = 0.0               # seconds the reports say the robot moved
+        self.result: EpisodeResult | None = None
+
+    @property
+    def t0(self) -> float:
+        return self.book.t0
+
+    @property
+    def over(self) -> bool:
+        return self.phase is Phase.ENDED
+
+    # -- inputs ---------------------------------------------------------------------------------------
+    def start(self) -> list:
+        """The episode begins: a brain found unfit ends it now; otherwise it waits for the first plan
+        (a decision that came first was held)."""
+        if self.phase is not Phase.IDLE:
+            return []
+        if self.book.on_unfit(self.hooks.unfit()):
+            return self._end()
+        self.phase = Phase.AWAIT_PLAN
+        return self._settle([])
+
+    def plan(self, decision) -> list:
+        """A plan decision (``components.PlanDecision``, or its JSON). None: the Planner answered the
+        last escalation or rejection with nothing to change; the episode goes on with its plan."""
+        from ..components import PlanDecision
+        if self.over:
+            return []
+        if decision is None:
+            return self._head([]) if self.phase is Phase.AWAIT_PLAN else []
+        d = decision if isinstance(decision, PlanDecision) else PlanDecision.from_json(decision)
+        if d.seq > self.applied_seq or not d.seq:
+            self.decisions[d.seq or self.applied_seq + 1] = d
+        return self._settle([])
+
+    def report(self, rep: dict) -> list:
+        """The report of the batch under way (any other report is not this episode's business)."""
+        if self.phase is not Phase.AWAIT_REPORT or rep.get("batch_id") != self.pending:
+            return []
+        out: list = []
+        self.pending = ""
+        self.report_steps += int(rep.get("steps", 0) or 0)
+        self.motion_s += float(rep.get("duration_s", 0.0) or 0.0)
+        sg = self.executor.subgoal
+        self.hooks.say(f"{sg.id if sg else '?'} batch {rep['batch_id']}: {rep['status']}"
+                       + (f" - {rep['reason'][:120]}" if rep.get("reason") else ""))
+        if self.book.on_report(rep):
+            return self._end(out)
+        if self.hooks.evaluate()[0]:
+            return self._head(out)               # the loop head records the success
+        after = self.executor.on_report(rep)
+        if after.verify:
+            self.phase, self.verify_batch = Phase.AWAIT_VERDICT, rep["batch_id"]
+            out.append(Verify(sg, rep))
+        elif after.escalate is not None:
+            self._escalate(after.escalate, out)
+        else:
+            return self._head(out)
+        return self._settle(out)
+
+    def verdict(self, verdict, batch_id: str = "") -> list:
+        """A verdict (``roles.verifier.Verdict`` or its JSON with ``batch_id``) on a batch's claim."""
+        if self.over:
+            return []
+        d = verdict if isinstance(verdict, dict) else {**verdict.to_json(), "batch_id": batch_id}
+        bid = str(d.get("batch_id", "") or batch_id)
+        if bid and bid not in self.seen_verdicts:
+            self.verdicts[bid] = d
+        return self._settle([])
+
+    def resume(self) -> list:
+        """The operator resumed: the loop head goes on."""
+        if self.phase is not Phase.HELD:
+            return []
+        self.hooks.say("resumed by the operator")
+        return self._head([])
+
+    def stop(self) -> list:
+        """End the episode now (the transport is going away); its outcome is what the book says."""
+        return [] if self.over else self._end()
+
+    # -- held inputs ------------------------------------------------------------------------------------
+    def _settle(self, out: list) -> list:
+        """Apply what was held, as far as the episode's phase allows."""
+        while not self.over:
+            if self.phase is Phase.AWAIT_VERDICT:
+                v = self.verdicts.pop(self.verify_batch, None)
+                if v is None:                     # the verdict may travel inside the decision it caused
+                    v = next((d.verdict for d in self.decisions.values()
+                              if (d.verdict or {}).get("batch_id") == self.verify_batch), None)
+                if v is None:
+                    return out
+                self._apply_verdict(v, out)
+                continue
+            if self.phase in (Phase.AWAIT_PLAN, Phase.HELD) and self.decisions:   # (held: applied, then held again)
+                for seq in sorted(self.decisions):
+                    d = self.decisions.pop(seq)
+                    self.applied_seq = max(self.applied_seq, seq)
+                    if self.book.on_unfit(self.hooks.unfit()):     # the plan failed: the endpoint cannot see
+                        return self._end(out)
+                    self.executor.on_plan(d)
+                    if self.book.on_plan(d):
+                        return self._end(out)
+                self._head(out)
+                continue
+            return out
+        return out
+
+    def _apply_verdict(self, msg: dict, out: list) -> None:
+        from ..components import verdict_from_json
+        self.seen_verdicts.add(str(msg.get("batch_id", "")))
+        v = verdict_from_json(msg)
+        self.hooks.say(f"{v.subgoal_id} verdict: {'achieved' if v.achieved else 'REJECTED'} - {v.evidence[:100]}")
+        self.book.on_verdict(v)
+        esc = self.executor.on_verdict(v)
+        if esc is not None:
+            if self.book.plan_verified(self.hooks.has_success_check, lambda: self.hooks.evaluate()[0]):
+                self._head(out)                  # ended (no privileged check), or the loop head records the success
+            else:
+                self._escalate(esc, out)
+        elif v.achieved:
+            self._head(out)
+        else:
+            self.phase = Phase.AWAIT_PLAN        # the Planner answers the rejection
+            out.append(AwaitPlan(v))
+
+    def _escalate(self, esc, out: list) -> None:
+        self.phase = Phase.AWAIT_PLAN
+        out.append(Escalate(esc))
+
+    # -- the loop head ------------------------------------------------------------------------------------
+    def _head(self, out: list) -> list:
+        """Before each batch: hold, the budgets and checks, the operator's new instruction, then the
+        Executor's next batch (one brain call; an unusable answer tries again from the head)."""
+        h, book = self.hooks, self.book
+        while True:
+            if h.hold():
+                if self.phase is not Phase.HELD:
+                    self.phase = Phase.HELD
+                    out.append(Hold())
+                return out
+            success, steps = h.evaluate()
+            if book.check(steps, success, h.stop_reason(), h.unfit()):
+                return self._end(out)
+            if h.interject is not None:
+                d = h.interject()
+                if d is not None:
+                    if book.on_unfit(h.unfit()):
+                        return self._end(out)
+                    self.executor.on_plan(d)
+                    if book.on_plan(d):
+                        return self._end(out)
+            sg = self.executor.subgoal
+            bid = book.next_batch_id()
+            state, images = h.look(f"{bid} {sg.id}")
+            prop = self.executor.propose(state, images, bid)
+            if prop.batch is not None:
+                batch, source, note = prop.batch, "executor", ""
+                if h.review is not None:
+                    batch, source, note = h.review(prop.batch)
+                self.phase, self.pending = Phase.AWAIT_REPORT, bid
+                if batch is None:                # rejected by the operator: nothing moves
+                    out.append(Deliver(h.rejection(prop.batch, note)))
+                else:
+                    out.append(Execute(batch, source, prop.brain, prop.privileged))
+                return out
+            if prop.escalate is not None:
+                self._escalate(prop.escalate, out)
+                return out
+
+    def _end(self, out: list | None = None) -> list:
+        out = [] if out is None else out
+        if self.over:
+            return out
+        self.phase = Phase.ENDED
+        try:
+            _, steps = self.hooks.evaluate()
+        except Exception:  # noqa: BLE001 - the evaluator is gone (a stopping graph): the reports' count
+            steps = self.report_steps
+        calls, vlm_s = self.hooks.vlm()
+        self.result = self.book.result(steps, self.hooks.brain, self.hooks.privileged, self.executor.plan,
+                                       calls, vlm_s, self.motion_s)
+        out.append(End(self.result))
+        return out
