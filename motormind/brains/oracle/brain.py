@@ -72,6 +72,9 @@ class OracleBrain(Brain):
         self.tried: dict = {}       # object -> [(grasp point - origin, finger yaw)] of grasps closed on it
         self.grasp_plan: dict = {}  # object -> (its origin then, the grasp) of an approach not closed yet
         self.rest_z: dict = {}      # object -> its bottom's height when a grasp of it closed
+        self.carry_to: dict = {}    # object -> the release spot (xy) its last carry batch went for
+        self.avoid: dict = {}       # object -> release spots a carry to was stopped by contact
+        self.last_report = ""       # the Executor's last report, as its prompt shows it
 
     def respond(self, req: BrainRequest) -> BrainReply:
         t0 = time.perf_counter()
@@ -140,6 +143,7 @@ class OracleBrain(Brain):
         kind, a, b, pred = self.specs.get(ctx["subgoal_id"], ("unknown", None, None, None))
         pose = pp.Pose.from_state(json.loads(ctx["state"]))
         w = self.world()
+        self.last_report = str(ctx.get("last_report") or "")
         fn = getattr(self, f"_x_{kind}", None)
         if fn is not None:
             cmds, done = fn(w, pose, a, b, pred)
@@ -170,7 +174,7 @@ class OracleBrain(Brain):
         cmds: list[dict] = []
         un, pose = art.untilt(pose, prof)             # a tool left horizontal (a drawer): point it down
         cmds += un
-        target = pp.place_target(w, a, pred) if pred is not None and pred[0].lower() in ("on", "in") else None
+        target = self._target(w, a, pred) if pred is not None and pred[0].lower() in ("on", "in") else None
         origin = w.bodies[a].pos
         kept = self.grasp_plan.get(a)
         if kept is not None and np.linalg.norm(kept[0] - origin) < 0.01:
@@ -208,7 +212,7 @@ class OracleBrain(Brain):
 
     def _liftable(self, w: World, pose: pp.Pose, a: str, pred) -> bool:
         """A grasp of ``a`` exists that clears the scene (else a flat object is pushed)."""
-        g = pp.choose(w, a, pose, self.profile, pp.place_target(w, a, pred))
+        g = pp.choose(w, a, pose, self.profile, self._target(w, a, pred))
         return g is not None and g.score > -0.05
 
     @staticmethod
@@ -220,7 +224,11 @@ class OracleBrain(Brain):
         prof = self.profile
         if not pp.held(w, a, pose, prof):
             return [{"op": "gripper", "action": "open"}], True    # lost it: claim and let the Verifier say no
-        target = pp.place_target(w, a, pred)
+        prev = self.carry_to.get(a)
+        if prev is not None and "status=blocked" in self.last_report and "stopped by contact" in self.last_report:
+            self.avoid.setdefault(a, []).append(prev)   # the way down to that spot is not free: another
+        target = self._target(w, a, pred)
+        self.carry_to[a] = target.origin[:2].copy()
         body = w.bodies[a]
         if self._over(w, a, target, 0.06):           # there already (a lowering stopped on contact)
             return [], True
@@ -242,7 +250,7 @@ class OracleBrain(Brain):
         prof = self.profile
         cmds: list[dict] = []
         if pp.held(w, a, pose, prof):
-            target = pp.place_target(w, a, pred)
+            target = self._target(w, a, pred)
             rel = w.bodies[a].pos - pose.grip
             goal = pp.grip_at(target, rel)
             off = np.linalg.norm((goal - pose.grip)[:2])
@@ -256,6 +264,10 @@ class OracleBrain(Brain):
                 cmds += path_commands(pose.grip, [goal], prof)
         cmds.append({"op": "gripper", "action": "open"})
         return cmds, True
+
+    def _target(self, w: World, a: str, pred) -> pp.Target:
+        """Where ``a`` goes for ``pred``, away from spots a carry there was stopped by contact."""
+        return pp.place_target(w, a, pred, avoid=self.avoid.get(a, ()))
 
     @staticmethod
     def _over(w: World, a: str, target: pp.Target, within: float) -> bool:
@@ -307,7 +319,7 @@ class OracleBrain(Brain):
                   + (f"; it rose {rose * 1000:.0f} mm with the hand: it slips" if held and rose <= TEST_LIFT_M / 2
                      else "") + ")")
         elif kind == "carry":
-            target = pp.place_target(w, a, pred)
+            target = self._target(w, a, pred)
             body = w.bodies[a]
             dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
             is_held = pp.held(w, a, pose, self.profile)

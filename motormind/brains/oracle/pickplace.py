@@ -49,6 +49,7 @@ ORIGIN_TOL_M = 0.015       # a carry is done with the origin this close over its
 PLACE_SPAN = 0.7           # a release spot within this fraction of a region's half sizes
 PLACE_GRID = (0.0, -0.5, 0.5, -1.0, 1.0)   # the spots tried along each axis (fractions of that span)
 PLACE_COLUMN_M = (0.0, 0.04, 0.09, 0.15)   # heights over a release the object comes down through
+AVOID_M = 0.02             # release spots this close to one where a carry was stopped are tried last
 PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
 RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
 SHOULDER = np.array([0.0, 0.0, 0.333])   # the Panda's shoulder above its base (m)
@@ -234,7 +235,7 @@ def spun(world: World, a: str, spin: float, origin) -> Boxes:
     return Boxes(np.asarray(origin) + (b.obbs.c - b.pos) @ r.T, b.obbs.h, np.einsum("ij,njk->nik", r, b.obbs.R))
 
 
-def place_target(world: World, a: str, pred) -> Target:
+def place_target(world: World, a: str, pred, avoid=()) -> Target:
     """Where ``a`` is released for ``pred`` (On / In): the origin spot, among those the predicate
     accepts (a region's box, 3 cm around an object's origin), where the object, hanging RELEASE_M
     over what is under it, is clearest of everything else on the way down, nearest the middle
@@ -270,8 +271,10 @@ def place_target(world: World, a: str, pred) -> Target:
                             for dz in PLACE_COLUMN_M) if len(body.obbs) else 0.0   # there, and the way down
                 spots.append((origin, support, clear, float(np.hypot(fx, fy)) + abs(spin), spin))
     lowest = min(sp[1] for sp in spots)
+    def avoided(xy) -> float:                         # a spot a carry to was stopped at, and near it
+        return 1.0 if any(np.linalg.norm(np.asarray(xy[:2]) - np.asarray(v)[:2]) < AVOID_M for v in avoid) else 0.0
     origin, support, _, _, spin = max(spots, key=lambda sp: min(sp[2], 0.015) - 0.02 * sp[3]
-                                      - 5.0 * (sp[1] - lowest))
+                                      - 5.0 * (sp[1] - lowest) - avoided(sp[0]))
     return Target(origin, support, (a,), spin)
 
 
