@@ -111,7 +111,7 @@ class RobotProfile:
     backends: tuple = ()          # the robot backends whose hardware this profile describes (motormind/registry.py)
 
     def in_workspace(self, pos_mm) -> list[str]:
-        """The workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z=-35.0 < -30.0']; a
+        """The workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z=-45.0 < -40.0']; a
         position that is not finite violates them all (the check fails closed)."""
         out = []
         for i, ax in enumerate("xyz"):

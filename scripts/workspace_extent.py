@@ -3,12 +3,12 @@ workspace box (configs/robots/libero_panda.yaml).
 
 For every task of the given suites (init state 0 and any others asked for), it builds the scene and
 collects, in the robot's base frame (mm): every object's grasp heights (its top, 3 cm below it,
-its bottom + 11 mm), every region's centre and its top + 15 cm (where a carried object is lowered
-from), and every articulated fixture's handle parts. It prints the extent per axis and the points
-outside the profile's box, and writes the measurement as JSON (tests/data/libero_workspace.json
+its bottom + 11 mm), every region's centre at a thin object's grasp height (its surface + 11 mm)
+and its top + 15 cm (where a carried object is lowered from), and every articulated fixture's
+handle parts. It prints the extent per axis and the points outside the profile's box, and writes the measurement as JSON (tests/data/libero_workspace.json
 by default: the extent per task) for tests/brains/test_oracle_sim.py.
 
-    MUJOCO_GL=osmesa .venv/bin/python scripts/workspace_extent.py --suites base pro --inits 0
+    MUJOCO_GL=osmesa .venv/bin/python scripts/workspace_extent.py --suites base --inits 0
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def targets(scene) -> list[tuple[str, list[float]]]:
                 out.append((f"object {n}", [cx, cy, z]))
     for n, r in w["regions"].items():
         c = r["centre"]
-        out.append((f"region {n}", list(c)))
+        out.append((f"region {n} (a thin object's grasp on it)", [c[0], c[1], c[2] + 0.011]))
         out.append((f"region {n} (lowering from)", [c[0], c[1], r["hi"][2] + 0.15]))
     for a in w["articulations"]:
         for p in a["parts"]:

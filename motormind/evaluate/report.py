@@ -57,6 +57,8 @@ def summarize(rs: list[dict]) -> dict:
             "overhead_s": median([r["overhead_s"] for r in rs]), "episode_s": median([r["episode_s"] for r in rs]),
             "vlm_calls": sum(r["vlm_calls"] for r in rs) / max(1, n), "tokens": sum(tok) / max(1, n),
             "steps": median([r["steps"] for r in rs]), "causes": dict(causes),
+            "budgets": sorted({int(r["step_budget"]) for r in rs if r.get("step_budget")}),
+            "budget_used": median([r["steps"] / r["step_budget"] for r in rs if r.get("step_budget")]),
             "privileged": any(r.get("privileged") for r in rs)}
 
 
@@ -64,11 +66,19 @@ def _fmt_row(name: str, s: dict) -> str:
     causes = ", ".join(f"{c} {n}" for c, n in sorted(s["causes"].items())) or "-"
     return (f"| {name} | {s['success']}/{s['n']} | {100 * s['rate']:.0f}% [{100 * s['ci'][0]:.0f}, {100 * s['ci'][1]:.0f}] "
             f"| {s['episode_s']:.1f} | {s['vlm_s']:.2f} / {s['motion_s']:.1f} / {s['overhead_s']:.1f} "
-            f"| {s['vlm_calls']:.1f} | {s['tokens']:.0f} | {causes} |")
+            f"| {_steps(s)} | {s['vlm_calls']:.1f} | {s['tokens']:.0f} | {causes} |")
+
+
+def _steps(s: dict) -> str:
+    """Median control steps against the step budget (one budget: both; several: the share used)."""
+    if len(s["budgets"]) == 1:
+        return f"{s['steps']:.0f} / {s['budgets'][0]}"
+    return f"{100 * s['budget_used']:.0f}% of budget" if s["budgets"] else f"{s['steps']:.0f}"
 
 
 HEADER = ("| group | success | rate [95% Wilson] | episode s (median) | VLM / motion / overhead s | "
-          "VLM calls/ep | tokens/ep | failures by cause |\n|---|---|---|---|---|---|---|---|")
+          "steps (median / budget) | VLM calls/ep | tokens/ep | failures by cause |\n"
+          "|---|---|---|---|---|---|---|---|---|")
 
 
 def tables(rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:

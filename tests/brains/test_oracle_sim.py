@@ -93,8 +93,8 @@ def _req(role, ctx):
 
 
 def test_workspace_box_holds_every_measured_target_and_rejects_the_unreachable():
-    """tests/data/libero_workspace.json is written by scripts/workspace_extent.py over the base and
-    PRO suites' scenes; the profile's box must contain every task's targets."""
+    """tests/data/libero_workspace.json is written by scripts/workspace_extent.py over the four base
+    suites' scenes (init state 0); the profile's box must contain every task's targets."""
     prof = load_profile("libero_panda")
     data = json.loads(WORKSPACE.read_text())
     assert len(data["tasks"]) >= 40

@@ -122,3 +122,15 @@ def test_ray_gives_the_same_results_as_local_workers(tmp_path):
     a = sorted(map(strip, rows(tmp_path / "a")), key=lambda r: r["key"])
     r = sorted(map(strip, rows(tmp_path / "r")), key=lambda r: r["key"])
     assert a == r and len(a) == 8
+
+
+def test_the_report_gives_median_steps_against_the_budget():
+    from motormind.evaluate.report import _fmt_row, summarize
+
+    def row(steps, budget, ok=True):
+        return {"success": ok, "outcome": "success" if ok else "step_budget", "steps": steps, "step_budget": budget,
+                "vlm_s": 1.0, "motion_s": 2.0, "overhead_s": 0.1, "episode_s": 3.1, "vlm_calls": 10}
+    one = summarize([row(100, 220), row(150, 220), row(220, 220, ok=False)])
+    assert "| 150 / 220 |" in _fmt_row("libero_spatial", one)
+    mixed = summarize([row(110, 220), row(260, 520)])       # 50% of each budget
+    assert "| 50% of budget |" in _fmt_row("all", mixed)
