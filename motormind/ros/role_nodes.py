@@ -173,7 +173,8 @@ class ExecutorNode(RoleNode):
     def __init__(self):
         super().__init__()
         self.machine: EpisodeMachine | None = None
-        self.vlm = {"calls": 0, "s": 0.0}
+        self._early: list = []                    # (kind, message) that came before the task (latched topics
+        self.vlm = {"calls": 0, "s": 0.0}         # are delivered in no particular order)
         self.listen("plan", lambda m: self.worker.put(self._feed, "plan", m))
         self.listen("report", lambda m: self.worker.put(self._feed, "report", m))
         self.listen("verdict", lambda m: self.worker.put(self._feed, "verdict", m))
@@ -198,6 +199,9 @@ class ExecutorNode(RoleNode):
                               "brain": getattr(self.brain, "name", "?"),
                               "privileged": bool(getattr(self.brain, "privileged", False))})
         self._act(self.machine.start())
+        early, self._early = self._early, []
+        for kind, msg in early:                   # a latched plan that arrived before the task
+            self._feed(kind, msg)
 
     # -- the evaluator (simulation: privileged) ----------------------------------------------------
     def _evaluate(self) -> tuple[bool, int]:
@@ -212,6 +216,7 @@ class ExecutorNode(RoleNode):
     def _feed(self, kind: str, msg: dict) -> None:
         m = self.machine
         if m is None:
+            self._early.append((kind, msg))
             return
         if kind == "plan":
             self._act(m.plan(msg))

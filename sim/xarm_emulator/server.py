@@ -635,9 +635,11 @@ class XArmEmulator:
             now = time.monotonic()
             dt = min(now - last, 0.1)
             last = now
-            with self._lock:
-                try:
-                    self._step_locked(dt)
+            n = max(1, math.ceil(dt / (2.0 * self.tick) - 1e-9))   # a late wake-up (a loaded machine) is
+            with self._lock:                                       # stepped in slices, so a fault due 5 mm
+                try:                                               # into a move still fires 5 mm into it
+                    for _ in range(n):
+                        self._step_locked(dt / n)
                 except Exception:
                     log.exception("emulator motion step failed")
 
