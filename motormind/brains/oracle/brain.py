@@ -291,11 +291,11 @@ class OracleBrain(Brain):
     def _x_close(self, w, pose, a, b, pred):
         return ([], True) if self._holds(pred) else art.close(self, w, pose, b)
 
-    def _x_turnon(self, w, pose, a, b, pred):
-        return ([], True) if self._holds(pred) else art.knob(self, w, pose, b, on=True)
+    def _x_turnon(self, w, pose, a, b, pred):      # (claimed with the fingers off the knob only)
+        return ([], True) if self._holds(pred) and pose.fraction > 0.5 else art.knob(self, w, pose, b, on=True)
 
     def _x_turnoff(self, w, pose, a, b, pred):
-        return ([], True) if self._holds(pred) else art.knob(self, w, pose, b, on=False)
+        return ([], True) if self._holds(pred) and pose.fraction > 0.5 else art.knob(self, w, pose, b, on=False)
 
     def _holds(self, pred) -> bool:
         """An articulated goal already true (a push that shut the drawer and then met its stop is
