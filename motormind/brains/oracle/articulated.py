@@ -326,8 +326,7 @@ def _close_pointing_down(w: World, pose: pp.Pose, a: Articulation, h: dict, d: n
     at = np.array([hc[0], hc[1], z]) + d * reach
     end = at - d * travel
     bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
-    parts = {p_["name"] for p_ in a.parts}
-    excl = tuple(n for n in w.bodies if n in parts) + (a.body,)
+    excl = (a.body,)                                   # the drawer the fingertips push
     column = [at + [0, 0, dz] for dz in (0.0, 0.04, 0.09, 0.15)]
     if min(w.clearance(bundle.shifted(q), exclude=excl) for q in column) < 0.004:
         return None
