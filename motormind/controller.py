@@ -385,6 +385,14 @@ class Controller:
         res.reason = f"settled at its target ({err:.1f} mm) after passing through"
         return end
 
+    def _passed_through(self, i, cj, err: str, limit: str, commanded, achieved, t0, mres, motion) -> "CommandResult":
+        """A move or rotation blended into the next command: done within ``limit`` of its target,
+        which the next command aims from (``passed_target``)."""
+        res = CommandResult(i, cj, "done", f"passed through {err} from its target on to the next command ({limit})",
+                            commanded, achieved, self.clock() - t0, mres.steps, motion.to_json())
+        res.passed_target = motion.target_pos_m
+        return res
+
     def _execute_one(self, i: int, cmd, obs: Observation, rot_goal: np.ndarray, blend_m: float = 0.0,
                      chain: np.ndarray | None = None, blend_rad: float = 0.0):
         prof = self.profile
@@ -443,12 +451,8 @@ class Controller:
             err_mm = float(np.linalg.norm(np.asarray(end.eef_pos_m) - motion.target_pos_m)) * 1000
             achieved["error_mm"] = round(err_mm, 2)
             if blend_m and mres.converged and err_mm <= blend_m * 1000 + 1e-6:
-                reason = (f"passed through {err_mm:.1f} mm from its target on to the next command "
-                          f"(blend_mm {tol.blend_mm:g})")
-                res = CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
-                                    motion.to_json())
-                res.passed_target = motion.target_pos_m
-                return res, end, rot_goal
+                return self._passed_through(i, cj, f"{err_mm:.1f} mm", f"blend_mm {tol.blend_mm:g}", commanded,
+                                            achieved, t0, mres, motion), end, rot_goal
             if err_mm > tol.position_mm:
                 along = float(np.dot(np.asarray(end.eef_pos_m) - p0, np.asarray(cmd.vector))) * 1000
                 achieved_txt = f"achieved {along:.1f} of {cmd.distance_mm:g} mm along the commanded direction"
@@ -464,13 +468,9 @@ class Controller:
             err_deg = math.degrees(angle_between(rot_goal, quat_to_mat(end.eef_quat_xyzw)))
             achieved["error_deg"] = round(err_deg, 2)
             if blend_rad and mres.converged and err_deg <= math.degrees(blend_rad) + 1e-6:
-                reason = (f"passed through {err_deg:.1f} deg from its target on to the next command "
-                          f"(blend_deg {tol.blend_deg:g})")
-                res = CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
-                                    motion.to_json())
-                res.passed_target = motion.target_pos_m
-                return res, end, rot_goal
-            elif err_deg > tol.rotation_deg:
+                return self._passed_through(i, cj, f"{err_deg:.1f} deg", f"blend_deg {tol.blend_deg:g}", commanded,
+                                            achieved, t0, mres, motion), end, rot_goal
+            if err_deg > tol.rotation_deg:
                 status = "blocked"
                 reason = (f"{'stopped by contact: ' if mres.contact else ''}rotation error {err_deg:.1f} deg "
                           f"> tolerance {tol.rotation_deg:g} deg" + (f" ({mres.note})" if mres.note else ""))

@@ -371,15 +371,17 @@ class LiberoRobot(Robot):
                 self._step_servo(p_tgt, r_tgt)
                 steps += 1
 
+    def _contact_frame(self):
+        """(model, data, each body's root body, the robot's root, each geom's body) for reading contacts."""
+        sim = self._env.env.sim
+        raw = sim.model._model
+        root = np.asarray(raw.body_rootid)
+        return sim.model, sim.data, root, root[raw.site_bodyid[self._site_id]], np.asarray(raw.geom_bodyid)
+
     def _robot_contacts(self):
         """(robot geom, scene geom) pairs in contact now, and per scene root body the fingers
         ("finger1", "finger2") touching it. Call under the lock."""
-        sim = self._env.env.sim
-        model, data = sim.model, sim.data
-        raw = model._model
-        root = np.asarray(raw.body_rootid)
-        robot_root = root[raw.site_bodyid[self._site_id]]
-        geom_body = np.asarray(raw.geom_bodyid)
+        model, data, root, robot_root, geom_body = self._contact_frame()
         finger_roots: dict[int, set] = {}
         touches: list[tuple[int, int]] = []
         for i in range(int(data.ncon)):
@@ -399,12 +401,7 @@ class LiberoRobot(Robot):
     def _touching(self) -> str:
         """What of the robot touches the scene now, as a force sensor would tell it (no names of
         scene objects): "" when nothing; else "fingers", "hand", "arm" and/or "held object"."""
-        sim = self._env.env.sim
-        model, data = sim.model, sim.data
-        raw = model._model
-        root = np.asarray(raw.body_rootid)
-        robot_root = root[raw.site_bodyid[self._site_id]]
-        geom_body = np.asarray(raw.geom_bodyid)
+        model, data, root, robot_root, geom_body = self._contact_frame()
         touches, finger_roots = self._robot_contacts()
         held = {r for r, fs in finger_roots.items() if len(fs) == 2}
         parts = set()

@@ -31,7 +31,7 @@ from ..base import Brain, BrainReply, BrainRequest
 from . import articulated as art
 from . import pickplace as pp
 from .motion import path_commands, rotations, route, safe_height
-from .world import MAX_GAP_M, World, gripper_boxes
+from .world import MAX_GAP_M, Boxes, World, gripper_boxes
 
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
 TEST_LIFT_M = 0.02         # a grasp batch ends lifting this much: the Verifier sees whether it holds
@@ -42,7 +42,6 @@ ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
 
 def _spin_all(bundle):
     """The bundle's footprint in any turn about the grip site (its boxes grown to their reach)."""
-    from .world import Boxes
     r = np.linalg.norm(bundle.c[:, :2], axis=1) + np.linalg.norm(bundle.h[:, :2], axis=1)
     h = np.column_stack([r, r, bundle.h[:, 2]])
     c = np.column_stack([np.zeros(len(r)), np.zeros(len(r)), bundle.c[:, 2]])
