@@ -230,10 +230,12 @@ def test_trials_with_interference_record_the_event_and_no_prompt_holds_it(tmp_pa
     assert kinds.count("interference") == 1 and events[kinds.index("interference")]["privileged"] is True
     prompts = [e.get("system", "") + e.get("user", "") for e in events if e["kind"] == "vlm_call"]
     assert len(prompts) >= 3
-    moved_mm = [f"{v * 1000:.1f}" for v in ev["moved_to_m"][:2]]
+    # The event's own words and figures (metres, as recorded) reach no role. Its position in
+    # millimetres may: the gripper is sent to the moved block, so its measured pose names it.
+    leaks = ["interference", "outside hand", "moved_to", "moved_from", "shift_m"]
+    leaks += [json.dumps(ev["moved_to_m"]), json.dumps(ev["moved_from_m"])]
     for p in prompts:
-        assert "interference" not in p.lower() and "outside hand" not in p.lower()
-        assert not all(m in p for m in moved_mm)
+        assert not [w for w in leaks if w in p.lower()], p
     if r["success"]:                                   # judged from physics: the block is on its mark
         assert r["placement_error_mm"] < 37.5 and r["outcome"] == "success"
     assert json.loads((tmp_path / "summary.json").read_text())["trials"] == 1
