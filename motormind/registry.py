@@ -159,7 +159,8 @@ def openai_brain(cfg: BrainConfig, robot, profile, record=None, backend=None):
         elif backend is None:
             backend = ReplayBrain(vcfg.replay)
         server = BrainServer(backend, model=vcfg.model, faults=vcfg.faults or None, on_event=rec,
-                             text_style=vcfg.text_style, quirks=vcfg.quirks or None, family=vcfg.image_rules).start()
+                             text_style=vcfg.text_style, quirks=vcfg.quirks or None, family=vcfg.image_rules,
+                             latency=vcfg.latency or None).start()
         vcfg.base_url = server.url
         vcfg.send_context = True                     # the served brain answers from the role's context
         vcfg.privileged = vcfg.privileged or bool(getattr(backend, "privileged", False))

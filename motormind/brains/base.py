@@ -45,6 +45,10 @@ class Brain(ABC):
         found (None: nothing to check)."""
         return None
 
+    def use_gates(self, gates) -> None:
+        """Send through the worker's per-endpoint gates (``brains/gate.py``: a cap on requests in
+        flight, shared slow-downs). A brain that calls no endpoint has nothing to gate."""
+
     def close(self) -> None:
         pass
 
@@ -60,6 +64,9 @@ class BrainWrapper(Brain):
 
     def preflight(self, images: dict) -> dict | None:
         return self.inner.preflight(images)
+
+    def use_gates(self, gates) -> None:
+        self.inner.use_gates(gates)
 
 
 def image_stats(images: dict) -> dict:

@@ -110,6 +110,7 @@ class VLMConfig:
     replay: str | None = None                   # serve: replay -> the episode record to replay
     faults: dict = field(default_factory=dict)  # serve-brain fault plan (motormind.serve.faults)
     quirks: dict = field(default_factory=dict)  # serve-brain quirk plan (motormind.serve.quirks)
+    latency: dict = field(default_factory=dict)  # serve-brain latency plan, s (motormind.serve.latency)
     text_style: str = "fenced"                  # serve-brain: how it answers without response_format
     source: str = field(default="", metadata={"internal": True})   # where the config came from (the loader's)
 
@@ -235,7 +236,7 @@ def vlm_config_from_dict(d: dict, source: str = "") -> VLMConfig:
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: must be a mapping")
     d = _expand(d)
-    for k in ("prices", "extra_body", "headers", "roles", "faults", "quirks"):
+    for k in ("prices", "extra_body", "headers", "roles", "faults", "quirks", "latency"):
         if k in d and d.get(k) is None:
             d.pop(k, None)
     if "source" in d:
@@ -399,6 +400,7 @@ class OpenAIBrain(Brain):
         self.calibration: dict | None = None     # the probe's token accounting (brains/probe.py)
         self.floods = 0
         self._owned: list = []                  # things close() closes (an in-process server)
+        self.gate = None                         # the worker's EndpointGate for base_url (use_gates)
         self._lock = threading.Lock()
         self.totals = {"calls": 0, "attempts": 0, "retries": 0, "input_tokens": 0, "output_tokens": 0,
                        "cost_usd": 0.0, "failures": 0}
@@ -416,6 +418,9 @@ class OpenAIBrain(Brain):
                                    organization=config.organization, timeout=config.timeout_s, max_retries=0,
                                    default_headers=config.headers or None)
         self.client = client
+
+    def use_gates(self, gates) -> None:
+        self.gate = gates.get(self.cfg.base_url) if gates is not None else None
 
     # -- building the request -------------------------------------------------------------------
     def _opt(self, role: str, key: str):
@@ -564,7 +569,12 @@ class OpenAIBrain(Brain):
             attempt = len(attempts)
             ta = time.perf_counter()
             try:
-                raw = self.client.chat.completions.with_raw_response.create(**kw)
+                if self.gate is not None:
+                    with self.gate.slot():
+                        ta = time.perf_counter()            # the wait for a slot is not the endpoint's
+                        raw = self.client.chat.completions.with_raw_response.create(**kw)
+                else:
+                    raw = self.client.chat.completions.with_raw_response.create(**kw)
                 return raw.parse(), raw.headers, ta
             except openai.BadRequestError as e:
                 msg = _err_text(e)
@@ -598,7 +608,10 @@ class OpenAIBrain(Brain):
                 info["backoff_s"] = round(self._backoff(attempt - first, e), 3)
                 attempts.append(info)
                 self.on_event("vlm_retry", role=req.role, prompt=req.prompt_name, **info)
-                self._sleep(info["backoff_s"])
+                if self.gate is not None and _overloaded(e):
+                    self.gate.slow_down(info["backoff_s"])    # every episode on this endpoint waits,
+                else:                                         # this one at its next slot()
+                    self._sleep(info["backoff_s"])
 
     def _refused(self, req: BrainRequest, status: int, msg: str) -> None:
         """The server will not take images: the brain is unfit (raises BrainUnfit)."""
@@ -770,6 +783,17 @@ class OpenAIBrain(Brain):
             except Exception:  # noqa: BLE001
                 pass
         self._owned.clear()
+
+
+def _overloaded(e: Exception) -> bool:
+    """A 429, or any answer that says when to come back (Retry-After): the endpoint, not the call."""
+    if getattr(e, "status_code", None) == 429:
+        return True
+    resp = getattr(e, "response", None)
+    try:
+        return resp is not None and resp.headers.get("retry-after") is not None
+    except AttributeError:
+        return False
 
 
 def _err_text(e: Exception) -> str:

@@ -42,6 +42,30 @@ def _unique(items: list, what: str) -> list:
     return out
 
 
+def _check_concurrency(a) -> None:
+    """--concurrency and --max-in-flight: refused, naming the flag and the limit, before anything runs."""
+    from ..errors import ConfigError
+    from ..evaluate.pool import EPISODE_MB, MAX_CONCURRENCY, available_mb
+    if a.brain != "openai":
+        for flag, v in (("--max-in-flight", a.max_in_flight), ("--vlm", a.vlm), ("--vlm-set", a.vlm_set)):
+            if v:
+                raise ConfigError(f"{flag}: only --brain openai calls an endpoint (this run: --brain {a.brain})")
+    if a.brain == "openai":                  # a dead endpoint is said now, not as N failed episodes
+        from ..brains.endpoint import checked_vlm_config
+        checked_vlm_config(a.vlm, a.vlm_set, "--vlm")
+    if a.ray and a.concurrency > 1:
+        raise ConfigError("--concurrency: not with --ray yet (one episode per Ray task; use --ray's workers)")
+    if a.concurrency > MAX_CONCURRENCY:
+        raise ConfigError(f"--concurrency: at most {MAX_CONCURRENCY} episodes at once per worker, got {a.concurrency}")
+    per = EPISODE_MB[a.backend]
+    slots = a.concurrency * max(1, a.workers)
+    avail = available_mb()
+    if avail is not None and slots > 1 and slots * per > avail:
+        raise ConfigError(f"--concurrency: {a.concurrency} episodes x {max(1, a.workers)} worker(s) need about "
+                          f"{slots * per / 1024:.1f} GB ({per} MB an episode in flight, docs/evaluation.md); "
+                          f"{avail / 1024:.1f} GB is available: at most {max(1, int(avail // per))} episodes at once")
+
+
 def register(sub) -> None:
     from ..argtypes import non_negative_int, out_dir, positive_int, seconds
     from ..episode.config import WALL_BUDGET_S
@@ -59,6 +83,17 @@ def register(sub) -> None:
                    help="wrap the brain in the noisy brain: kind=rate,... (wrong_direction, wrong_magnitude, "
                         "object_confusion, premature_done, missed_completion, or all=rate)")
     p.add_argument("--workers", type=non_negative_int, default=1, help="local worker processes (0: run inline)")
+    p.add_argument("--concurrency", type=positive_int, default=1, metavar="K",
+                   help="episodes in flight per worker, each with its own simulator (threads: an episode "
+                        "waiting for its VLM holds no core); at most what memory allows (docs/evaluation.md)")
+    p.add_argument("--max-in-flight", type=positive_int, default=None, metavar="N",
+                   help="--brain openai: at most N requests in flight to one endpoint per worker, shared by its "
+                        "episodes (a 429 there slows them all); default: no cap")
+    p.add_argument("--vlm", default=None, metavar="CONFIG",
+                   help="--brain openai: the VLM config (configs/vlm/NAME.yaml or a path), e.g. remote-oracle "
+                        "for a standalone `motormind serve-brain`")
+    p.add_argument("--vlm-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="--brain openai: override a field of the VLM config (repeatable)")
     p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
                    help="run on Ray (an address, or none for a local Ray)")
     p.add_argument("--max-steps", type=positive_int, default=None, help="override the suites' standard step budgets")
@@ -95,6 +130,7 @@ def main(a) -> int:
                                                                      (inits, "--inits"), (seeds, "--seeds")))
     a.ablations = _unique(a.ablations, "--ablations")
     noise = _noise(a.noise)
+    _check_concurrency(a)
     if a.backend == "libero":                    # every suite, task and init state exists, before any runs
         from ..evaluate.checks import check_suite
         notes = [note for s in suites for note in check_suite(s, tasks, inits)]
@@ -103,14 +139,18 @@ def main(a) -> int:
     out = Path(a.out or f"runs/eval-{time.strftime('%Y%m%d-%H%M%S')}")
     store = ResultStore(out)
     jobs = grid(suites, tasks, inits, seeds, a.brain, a.ablations, noise, max_steps=a.max_steps,
-                wall_budget_s=a.wall_budget, images=not a.no_images, backend=a.backend)
+                wall_budget_s=a.wall_budget, images=not a.no_images, backend=a.backend,
+                vlm=a.vlm if a.brain == "openai" else None, vlm_set=tuple(a.vlm_set) if a.brain == "openai" else ())
     todo = [j for j in jobs if not store.done(j.key)]
     (out / "eval.json").write_text(json.dumps({"argv": sys.argv[1:], "episodes": len(jobs)}, indent=2))
     keys = {j.key for j in jobs}
     prior = [r for k, r in store.rows.items() if k in keys]
     print(f"[eval] {len(jobs)} episodes, {len(prior)} already finished in {out / 'results.jsonl'}"
           f"{f' (dropped {store.torn} torn line)' if store.torn else ''}; running {len(todo)} on "
-          f"{'Ray' if a.ray else f'{a.workers} worker(s)'}", file=sys.stderr)
+          f"{'Ray' if a.ray else f'{a.workers} worker(s)'}"
+          f"{f', {a.concurrency} episodes at once each' if a.concurrency > 1 else ''}"
+          f"{f', at most {a.max_in_flight} requests in flight per endpoint' if a.max_in_flight else ''}",
+          file=sys.stderr)
     progress = pool.Progress(len(jobs), len(prior), sum(bool(r["success"]) for r in prior))
 
     def on_row(row):
@@ -120,9 +160,10 @@ def main(a) -> int:
         if a.ray:
             pool.run_ray(todo, str(out), None if a.ray == "auto" else a.ray, on_row, a.workers)
         elif a.workers <= 0:
-            pool.run_inline(todo, str(out), on_row)
+            pool.run_inline(todo, str(out), on_row, a.concurrency, a.max_in_flight)
         else:
-            pool.run_local(todo, str(out), a.workers, on_row)
+            pool.run_local(todo, str(out), a.workers, on_row, concurrency=a.concurrency,
+                           max_in_flight=a.max_in_flight)
     rows = [store.rows[j.key] for j in jobs if j.key in store.rows]
     paths = write_reports(rows, out)
     print(open(paths["markdown"]).read())

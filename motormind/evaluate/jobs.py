@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from ..episode.config import ABLATIONS as _SWITCHES
 from ..episode.config import WALL_BUDGET_S, EpisodeConfig
@@ -25,12 +27,15 @@ class Job:
     wall_budget_s: float = WALL_BUDGET_S
     images: bool = True
     backend: str = "libero"              # "libero", or "fake" (the kinematic fake, for tests of the machinery)
+    vlm: str | None = None               # brain openai: the VLM config (configs/vlm/NAME.yaml or a path)
+    vlm_set: tuple = ()                  # brain openai: overrides of it, "key=value"
     attempt: int = 0
 
     @property
     def key(self) -> str:
         noise = ",".join(f"{k}={v:g}" for k, v in self.noise) or "-"
-        return f"{self.suite}/{self.task}/{self.init_state}/s{self.seed}/{self.brain}/{self.ablation}/{noise}"
+        brain = f"{self.brain}:{Path(self.vlm).stem}" if self.vlm else self.brain    # the VLM config's name
+        return f"{self.suite}/{self.task}/{self.init_state}/s{self.seed}/{brain}/{self.ablation}/{noise}"
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -46,17 +51,18 @@ def config_for(job: Job) -> EpisodeConfig:
     return cfg
 
 
-def run_job(job: Job, run_dir: str, robot_cache: dict | None = None) -> dict:
-    """Run one episode; return its result row. ``robot_cache`` keeps one open simulator per worker
-    so consecutive episodes of the same task reuse it (a reset instead of a rebuild)."""
+def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None) -> dict:
+    """Run one episode; return its result row. ``robot_cache`` keeps one open simulator per
+    episode slot so consecutive episodes of the same task reuse it (a reset instead of a rebuild).
+    ``gates``: the worker's per-endpoint gates (``brains/gate.py``), shared by its episodes."""
     if job.backend == "fake":
-        return _run_fake(job, run_dir)
+        return _run_fake(job, run_dir, gates)
     from ..episode.run import RunSpec, robot_config, run_episode
     from ..profile import load_profile
     from ..registry import build_robot
     spec = RunSpec(suite=job.suite, task=job.task, init_state=job.init_state, seed=job.seed, brain=job.brain,
                    max_steps=job.max_steps, wall_budget_s=job.wall_budget_s, images=job.images, out=run_dir,
-                   media=False)
+                   media=False, vlm=job.vlm, vlm_set=job.vlm_set)
     robot = None
     if robot_cache is not None:
         cached = robot_cache.get("robot")
@@ -67,12 +73,12 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None) -> dict:
                 cached.close()
             robot = build_robot(robot_config(spec), load_profile(spec.profile))
             robot_cache["robot"] = robot
-    wrapper = None
-    if job.noise:
+    def wrapper(brain):
+        brain.use_gates(gates)
+        if not job.noise:
+            return brain
         from ..brains.noisy import NoisyBrain
-
-        def wrapper(brain):
-            return NoisyBrain(brain, dict(job.noise), seed=job.seed * 1000003 + job.init_state * 101 + job.task)
+        return NoisyBrain(brain, dict(job.noise), seed=job.seed * 1000003 + job.init_state * 101 + job.task)
     t0 = time.monotonic()
     s = run_episode(spec, progress=lambda m: None, config=config_for(job), robot=robot, brain_wrapper=wrapper)
     return _row(job, s, time.monotonic() - t0)
@@ -85,23 +91,32 @@ def _row(job: Job, s: dict, wall: float) -> dict:
             "steps": s["steps"], "step_budget": s.get("step_budget"), "batches": s["batches"],
             "replans": s["replans"], "verifier_rejections": s["verifier_rejections"],
             "controller_rejections": s["controller_rejections"], "vlm_calls": s["vlm_calls"],
-            "vlm_tokens": s.get("vlm_tokens", {}), "vlm_s": round(vlm_s, 3), "motion_s": round(motion_s, 3),
+            "vlm_tokens": s.get("vlm_tokens", {}), "vlm_cost_usd": _cost(s), "vlm_s": round(vlm_s, 3), "motion_s": round(motion_s, 3),
             "episode_s": round(float(s["wall_s"]), 3), "job_s": round(wall, 3),
             "overhead_s": round(max(0.0, float(s["wall_s"]) - vlm_s - motion_s), 3),
             "brain_label": s.get("brain"), "privileged": bool(s.get("privileged")),
             "instruction": s.get("instruction", ""), "simulator": s.get("simulator", {}),
-            "run_dir": s.get("run_dir", ""), "pid": os.getpid()}
+            "run_dir": s.get("run_dir", ""), "pid": os.getpid(), "slot": threading.current_thread().name}
 
 
-def _run_fake(job: Job, run_dir: str) -> dict:
-    """The same machinery on the kinematic fake with a scripted brain: fast, for tests of
-    resume / workers / reports. Its 'task' is reaching a target picked from the seed and init state."""
+def _cost(s: dict) -> float | None:
+    """The episode's VLM cost, USD, when its VLM config gives prices (None: no price configured)."""
+    if not ((s.get("vlm_config") or {}).get("prices")):
+        return None
+    return (s.get("vlm") or {}).get("cost_usd")
+
+
+def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
+    """The same machinery on the kinematic fake: fast, for tests of resume / workers / concurrency /
+    reports. With the scripted brain its 'task' is reaching a target picked from the seed and init
+    state; with ``brain openai`` it is the reach task of ``serve-brain --backend reach``, every role
+    call through the real openai client to the VLM config's endpoint (``--vlm``)."""
     import random
 
     from ..brains.scripted import ScriptedBrain
     from ..profile import load_profile
     from ..record import Recorder
-    from ..registry import build_robot, robot_config
+    from ..registry import BrainConfig, build_brain, build_robot, robot_config
     from ..runner import EpisodeRunner
     rng = random.Random(f"{job.seed}/{job.task}/{job.init_state}")
     dx = rng.choice([10, 20, 30, 40])
@@ -113,19 +128,32 @@ def _run_fake(job: Job, run_dir: str) -> dict:
         os._exit(3)
     robot = build_robot(robot_config({"type": "fake"}), load_profile("fake"))
     x0 = float(robot.pos[0])
-    plan = {"subgoals": [{"id": "s1", "description": f"move {dx} mm forward", "success_criterion": "moved"}]}
-    fail = job.init_state % 3 == 2           # a deterministic share of failures
-    batch = {"commands": [{"op": "move", "direction": "back" if fail else "forward", "distance_mm": dx},
-                          {"op": "done"}]}
-    brain = ScriptedBrain({"planner": [plan], "executor": [batch]}, label="scripted")
     rec = Recorder(run_dir)
-    t0 = time.monotonic()
     cfg = config_for(job)
-    cfg.max_batches = 3
-    res = EpisodeRunner(robot, brain, "reach", rec, cfg,
-                        success_fn=lambda: robot.pos[0] - x0 > dx / 1000 - 0.002).run()
-    rec.close()
-    s = {**res.to_json(), "step_budget": None, "instruction": f"move {dx} mm forward", "simulator": {"fake": True},
+    if job.brain == "openai":
+        from ..serve.reach import ReachBrain
+        instruction = "reach the target point, then close the gripper"
+        brain = build_brain(BrainConfig("openai", vlm=job.vlm or "openai", vlm_set=tuple(job.vlm_set)), robot,
+                            robot.profile, rec)
+        brain.use_gates(gates)
+        cfg.max_batches = 12
+        success_fn = lambda: ReachBrain().success(robot)  # noqa: E731 - the evaluator's check
+    else:
+        instruction = f"move {dx} mm forward"
+        plan = {"subgoals": [{"id": "s1", "description": instruction, "success_criterion": "moved"}]}
+        fail = job.init_state % 3 == 2           # a deterministic share of failures
+        batch = {"commands": [{"op": "move", "direction": "back" if fail else "forward", "distance_mm": dx},
+                              {"op": "done"}]}
+        brain = ScriptedBrain({"planner": [plan], "executor": [batch]}, label="scripted")
+        cfg.max_batches = 3
+        success_fn = lambda: robot.pos[0] - x0 > dx / 1000 - 0.002  # noqa: E731
+    t0 = time.monotonic()
+    try:
+        res = EpisodeRunner(robot, brain, instruction, rec, cfg, success_fn=success_fn).run()
+    finally:
+        brain.close()
+        rec.close()
+    s = {**res.to_json(), "step_budget": None, "instruction": instruction, "simulator": {"fake": True},
          "run_dir": run_dir}
     return _row(job, s, time.monotonic() - t0)
 

@@ -1,9 +1,15 @@
 """Run jobs: in worker processes on this machine, or on a Ray cluster. Same rows either way.
 
-Local workers (spawned processes) each keep one simulator open and take the episodes of one task at
-a time from a shared queue (one build per task, resets between its init states);
-a worker announces a job before it starts, so when a worker dies its job is known, rerun on a fresh
-worker (up to ``max_attempts`` times) and recorded as ``worker_died`` if it keeps killing workers.
+Local workers (spawned processes) each run up to ``concurrency`` episodes at once, on that many
+episode slots (threads: an episode waiting for its model's answer holds no core; the roles'
+HTTP calls release the GIL). Each slot keeps its own simulator, built lazily by its first
+episode, and takes the episodes of one task at a time from a shared queue (one build per task,
+resets between its init states); a task's episodes are split into enough chunks to keep every
+slot busy. All the episodes of a worker share its per-endpoint gates (``brains/gate.py``): at most
+``max_in_flight`` requests to one endpoint, and a 429 there slows all of them.
+A worker announces each job before it starts, so when a worker dies its jobs in flight are known,
+rerun on a fresh worker (up to ``max_attempts`` times) and recorded as ``worker_died`` if they keep
+killing workers; the jobs it had been given but not started go back to the queue.
 """
 from __future__ import annotations
 
@@ -17,41 +23,73 @@ from typing import Callable
 
 from .jobs import Job, run_job
 
+MAX_CONCURRENCY = 256            # episodes in flight per worker (serve-brain accepts 256 connections)
+EPISODE_MB = {"libero": 400, "fake": 20}   # resident memory an episode in flight adds, MB (docs/evaluation.md)
+
+
+def available_mb() -> float | None:
+    """Memory available to new work, MB (Linux /proc/meminfo; None elsewhere)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
 
 def _run_dir(out_dir: str, job: Job) -> str:
     name = job.key.replace("/", "_").replace("=", "").replace(",", "+")
     return str(Path(out_dir) / "episodes" / name)
 
 
-def _worker(wid: int, jobs, results, out_dir: str) -> None:
+def _worker(wid: int, jobs, results, out_dir: str, concurrency: int = 1, max_in_flight: int | None = None) -> None:
+    import threading
+
+    from ..brains.gate import Gates
     os.environ.setdefault("MUJOCO_GL", "osmesa")
-    cache: dict = {}
-    while True:
-        group = jobs.get()
-        if group is None:
-            break
-        results.put(("group", wid, [j.key for j in group], os.getpid()))
-        for job in group:
-            results.put(("start", wid, job.key, os.getpid()))
-            try:
-                row = run_job(job, _run_dir(out_dir, job), cache)
-                results.put(("done", wid, job.key, row))
-            except Exception as e:  # noqa: BLE001 - an episode error is a result, not a crash
-                results.put(("error", wid, job.key, {"error": f"{type(e).__name__}: {e}",
-                                                     "traceback": traceback.format_exc()[-4000:]}))
-    if cache.get("robot") is not None:
-        cache["robot"].close()
+    gates = Gates(max_in_flight)
+
+    def slot() -> None:
+        cache: dict = {}                 # this slot's simulator (one per episode in flight)
+        try:
+            while True:
+                group = jobs.get()
+                if group is None:
+                    break
+                results.put(("group", wid, [j.key for j in group], os.getpid()))
+                for job in group:
+                    results.put(("start", wid, job.key, os.getpid()))
+                    try:
+                        row = run_job(job, _run_dir(out_dir, job), cache, gates)
+                        results.put(("done", wid, job.key, row))
+                    except Exception as e:  # noqa: BLE001 - an episode error is a result, not a crash
+                        results.put(("error", wid, job.key, {"error": f"{type(e).__name__}: {e}",
+                                                             "traceback": traceback.format_exc()[-4000:]}))
+        finally:
+            if cache.get("robot") is not None:
+                cache["robot"].close()
+
+    slots = [threading.Thread(target=slot, name=f"motormind-episode-{i}") for i in range(concurrency)]
+    for t in slots:
+        t.start()
+    for t in slots:
+        t.join()
 
 
-def _groups(jobs: list[Job]) -> list[list[Job]]:
-    """Consecutive jobs of one suite and task go to one worker together: it builds the simulator once."""
+def _groups(jobs: list[Job], slots: int = 1) -> list[list[Job]]:
+    """Consecutive jobs of one suite and task go to one slot together: it builds the simulator once.
+    A task's run is split into chunks when there are fewer groups than ``slots`` to keep busy."""
     out: list[list[Job]] = []
     for j in jobs:
         if out and (out[-1][0].suite, out[-1][0].task) == (j.suite, j.task):
             out[-1].append(j)
         else:
             out.append([j])
-    return out
+    size = max(1, -(-len(jobs) // max(1, slots)))        # ceil: about one chunk per slot
+    if len(out) >= slots:
+        return out
+    return [g[i:i + size] for g in out for i in range(0, len(g), size)]
 
 
 def _error_row(job: Job, outcome: str, reason: str) -> dict:
@@ -61,27 +99,28 @@ def _error_row(job: Job, outcome: str, reason: str) -> dict:
 
 
 def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dict], None],
-              max_attempts: int = 2) -> None:
+              max_attempts: int = 2, concurrency: int = 1, max_in_flight: int | None = None) -> None:
     ctx = mp.get_context("spawn")
     jq, rq = ctx.Queue(), ctx.Queue()
     by_key = {j.key: j for j in jobs}
     pending = len(jobs)
-    groups = _groups(jobs)
+    groups = _groups(jobs, workers * concurrency)
     for g in groups:
         jq.put(g)
     procs: dict[int, mp.Process] = {}
-    inflight: dict[int, str] = {}
-    assigned: dict[int, list] = {}        # worker -> keys of its group not finished yet
+    inflight: dict[int, set] = {}         # worker -> keys of its episodes under way
+    assigned: dict[int, list] = {}        # worker -> keys of its groups not finished yet
+    finished: set = set()                 # keys with a row: a late message from a dead worker is dropped
     next_id = 0
 
     def spawn():
         nonlocal next_id
-        p = ctx.Process(target=_worker, args=(next_id, jq, rq, out_dir), daemon=True)
+        p = ctx.Process(target=_worker, args=(next_id, jq, rq, out_dir, concurrency, max_in_flight), daemon=True)
         p.start()
         procs[next_id] = p
         next_id += 1
 
-    for _ in range(min(workers, len(groups))):
+    for _ in range(min(workers, -(-len(groups) // concurrency))):
         spawn()
     try:
         while pending:
@@ -93,11 +132,11 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
                 if p.is_alive():
                     continue
                 del procs[wid]
-                key = inflight.pop(wid, None)
-                rest = [k for k in assigned.pop(wid, []) if k != key]
-                if rest:                                  # the group's episodes it never started
+                running = inflight.pop(wid, set())
+                rest = [k for k in assigned.pop(wid, []) if k not in running and k not in finished]
+                if rest:                                  # the episodes it was given and never started
                     jq.put([by_key[k] for k in rest])
-                if key is not None:
+                for key in sorted(running - finished):
                     job = by_key[key]
                     if job.attempt + 1 < max_attempts:
                         job = Job(**{**job.__dict__, "attempt": job.attempt + 1})
@@ -106,21 +145,31 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
                     else:
                         on_row(_error_row(job, "worker_died",
                                           f"the worker died {max_attempts} times (exit code {p.exitcode})"))
+                        finished.add(key)
                         pending -= 1
-                if pending > len(procs):
+                if pending and len(procs) < workers and (pending > len(procs) * concurrency or not procs):
                     spawn()
             if msg is None:
                 continue
             kind, wid, key, data = msg
             if kind == "group":
-                assigned[wid] = list(key)
+                if wid not in procs:              # from a worker already found dead: it runs none of them
+                    back = [by_key[k] for k in key if k not in finished]
+                    if back:
+                        jq.put(back)
+                    continue
+                assigned.setdefault(wid, []).extend(key)
                 continue
             if kind == "start":
-                inflight[wid] = key
+                if wid in procs:
+                    inflight.setdefault(wid, set()).add(key)
                 continue
-            inflight.pop(wid, None)
+            inflight.get(wid, set()).discard(key)
             if key in assigned.get(wid, []):
                 assigned[wid].remove(key)
+            if key in finished:
+                continue
+            finished.add(key)
             job = by_key[key]
             row = data if kind == "done" else _error_row(job, "error", data["error"])
             if kind == "error":
@@ -128,7 +177,7 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
             on_row(row)
             pending -= 1
     finally:
-        for _ in procs:
+        for _ in range(len(procs) * concurrency):
             jq.put(None)
         for p in procs.values():
             p.join(timeout=10)
@@ -166,18 +215,46 @@ def run_ray(jobs: list[Job], out_dir: str, address: str | None, on_row: Callable
                 on_row(_error_row(job, "worker_died", f"ray task failed: {e}"))
 
 
-def run_inline(jobs: list[Job], out_dir: str, on_row: Callable[[dict], None]) -> None:
-    """No worker processes (workers=0): the simplest path, handy under a debugger."""
-    cache: dict = {}
-    try:
-        for j in jobs:
-            try:
-                on_row(run_job(j, _run_dir(out_dir, j), cache))
-            except Exception as e:  # noqa: BLE001
-                on_row(_error_row(j, "error", f"{type(e).__name__}: {e}"))
-    finally:
-        if cache.get("robot") is not None:
-            cache["robot"].close()
+def run_inline(jobs: list[Job], out_dir: str, on_row: Callable[[dict], None], concurrency: int = 1,
+               max_in_flight: int | None = None) -> None:
+    """No worker processes (workers=0): the simplest path, handy under a debugger; ``concurrency``
+    episode slots (threads) as in a worker."""
+    import threading
+
+    from ..brains.gate import Gates
+    gates = Gates(max_in_flight)
+    todo: queue.Queue = queue.Queue()
+    for g in _groups(jobs, concurrency):
+        todo.put(g)
+    lock = threading.Lock()
+
+    def slot() -> None:
+        cache: dict = {}
+        try:
+            while True:
+                try:
+                    group = todo.get_nowait()
+                except queue.Empty:
+                    return
+                for j in group:
+                    try:
+                        row = run_job(j, _run_dir(out_dir, j), cache, gates)
+                    except Exception as e:  # noqa: BLE001
+                        row = _error_row(j, "error", f"{type(e).__name__}: {e}")
+                    with lock:
+                        on_row(row)
+        finally:
+            if cache.get("robot") is not None:
+                cache["robot"].close()
+
+    if concurrency <= 1:
+        slot()
+        return
+    threads = [threading.Thread(target=slot, name=f"motormind-episode-{i}") for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 class Progress:

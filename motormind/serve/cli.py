@@ -4,6 +4,7 @@
     motormind serve-brain --backend replay --record runs/RUN_DIR  # replays an episode's answers
     motormind serve-brain --backend reach --fault malformed_json=0.2 --fault http_429=0.1
     motormind serve-brain --backend reach --quirk think_block=0.3 --quirk images_ignored=1 --family qwen2.5-vl
+    motormind serve-brain --backend oracle --latency 5 --latency monitor=1~0.5   # a VLM-like delay per call
 
 For ``motormind run`` nothing needs starting by hand: ``configs/vlm/local-oracle.yaml`` says
 ``serve: oracle`` and the run starts this server in-process next to the simulation.
@@ -46,6 +47,10 @@ def register(subparsers) -> None:
                    choices=["generic", "qwen2.5-vl", "qwen3-vl", "gemma3", "openai"],
                    help="the model family emulated: how images are counted in usage (generic: 85 tokens an "
                         "image) and how the coordinate check is answered (qwen2.5-vl: pixels of its resized image)")
+    p.add_argument("--latency", action="append", default=[], metavar="[ROLE=]MEAN[~SPREAD]",
+                   help="hold each answer back like a VLM: SECONDS (fixed), MEAN~SPREAD (log-normal, s), or "
+                        "ROLE=... for one role; repeatable (motormind/serve/latency.py). Awaited without a "
+                        "thread: many calls wait at once. GET /stats counts the calls in flight")
     p.add_argument("--fault-seed", type=int, default=0, help="seeds the fault and the quirk draws")
     p.add_argument("--fault-roles", default=None, help="comma-separated roles the faults apply to (default: all)")
     p.add_argument("--slow-s", type=non_negative, default=None, help="how late a 'slow' answer arrives (default 5 s)")
@@ -61,6 +66,7 @@ def _serve(args) -> int:
     from ..errors import ConfigError
     from ..webserver import listen_for
     from .faults import FaultPlan
+    from .latency import LatencyPlan
     from .quirks import QuirkPlan
     from .server import BrainServer, ReplayBrain, SnapshotOracle
     # every mistake of the command line is a ConfigError here (one line, by motormind.cli.main)
@@ -94,16 +100,19 @@ def _serve(args) -> int:
     roles = [r.strip() for r in args.fault_roles.split(",")] if args.fault_roles else None
     faults = FaultPlan.from_cli(args.fault, seed=args.fault_seed, slow_s=args.slow_s, roles=roles)
     quirks = QuirkPlan.from_cli(args.quirk, seed=args.fault_seed, roles=roles)
+    latency = LatencyPlan.from_cli(args.latency, seed=args.fault_seed)
     sock = listen_for("--port", args.host, args.port)
     model = args.model or f"motormind-{args.backend}"
     srv = BrainServer(brain, host=args.host, port=args.port, model=model, faults=faults if faults.active else None,
                       api_key=args.api_key, text_style=args.text_style, quiet=args.quiet, log_path=args.log,
                       quirks=quirks if quirks.active else None, family=args.family,
-                      allow_hosts=tuple(args.allow_host), sock=sock)
+                      allow_hosts=tuple(args.allow_host), sock=sock, latency=latency if latency.active else None)
     priv = " (PRIVILEGED: answers from simulator state)" if getattr(brain, "privileged", False) else ""
     print(f"serve-brain: {args.backend} as model {model!r} at {srv.url}{priv}", file=sys.stderr)
     if faults.active:
         print(f"serve-brain: injecting faults {json.dumps(faults.describe())}", file=sys.stderr)
+    if latency.active:
+        print(f"serve-brain: latency per call {json.dumps(latency.describe())}", file=sys.stderr)
     if quirks.active:
         print(f"serve-brain: emulating quirks {json.dumps(quirks.describe())}", file=sys.stderr)
     print(srv.url, flush=True)

@@ -3,6 +3,7 @@
     GET  /v1/models              the one model it serves
     POST /v1/chat/completions    a chat completion (no streaming), ``response_format`` honoured
     GET  /health                 "ok"
+    GET  /stats                  requests so far, in flight now, the peak in flight, the latency plan
 
 How a chat request becomes a ``BrainRequest`` (the inverse of ``OpenAIBrain``'s messages):
 messages[0] is the system prompt, messages[1] the user turn (its first text part is the rendered
@@ -26,7 +27,12 @@ and privileged simulator state, which it gets one of two ways:
 (for ``json_schema`` it is checked against the schema and a violation is logged, as a server with
 guided decoding would never produce one); without it the answer comes as a chatty model writes it,
 a sentence and a fenced JSON block (``text_style: fenced``), so the client's JSON extraction runs.
-Faults (``faults.FaultPlan``) are applied after that step. Usage tokens are estimates (4
+Faults (``faults.FaultPlan``) are applied after that step. A latency plan (``latency.LatencyPlan``)
+holds each successful answer back by a delay drawn for its role, awaited on the event loop (so
+many calls wait at once; the delay is in the ``x-motormind-latency-s`` header and the log entry's
+``latency_s``; ``t_end`` is when the answer was ready). The chat requests in flight are counted
+at the HTTP layer (``in_flight``, ``peak_in_flight``: ``GET /stats``), so a client's cap on them
+can be checked at the server. Usage tokens are estimates (4
 characters a token, 85 an image) and say so (``motormind.usage_estimated``).
 
 Every request is logged in ``BrainServer.log`` (role, fault, status, start and end times) and
@@ -39,6 +45,7 @@ console's Host and Origin checks); a request body is at most ``MAX_BODY`` bytes,
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -66,6 +73,7 @@ from ..schemas import CHECK_SCHEMAS, ROLE_SCHEMAS, validate
 from ..strict_json import decode_json, show
 from ..webserver import Disconnected, Guard, HttpError, HttpServer, decode_body, read_body, served_names
 from .faults import HTTP_FAULTS, TEXT_FAULTS, FaultPlan
+from .latency import LatencyPlan
 from .quirks import IMAGE_QUIRKS, QuirkPlan, refusal, shape
 
 _ROLE_RE = re.compile(r"You are the (\w+)\b")
@@ -294,7 +302,7 @@ class BrainServer:
                  api_key: str | None = None, text_style: str = "fenced", keep_bodies: int = 0,
                  quiet: bool = True, log_path: str | Path | None = None, max_log: int = 100000,
                  quirks: QuirkPlan | dict | None = None, family: str = "generic",
-                 allow_hosts: tuple[str, ...] = (), sock=None):
+                 allow_hosts: tuple[str, ...] = (), sock=None, latency: LatencyPlan | dict | None = None):
         if text_style not in ("fenced", "raw"):
             raise ConfigError(f"text_style: must be 'fenced' or 'raw', got {text_style!r}")
         if family not in FAMILIES:
@@ -304,6 +312,12 @@ class BrainServer:
         self.family = family
         self.faults = faults if isinstance(faults, FaultPlan) or faults is None else FaultPlan.from_dict(faults)
         self.quirks = quirks if isinstance(quirks, QuirkPlan) or quirks is None else QuirkPlan.from_dict(quirks)
+        self.latency = latency if isinstance(latency, LatencyPlan) or latency is None else \
+            LatencyPlan.from_dict(latency)
+        if self.latency is not None and not self.latency.active:
+            self.latency = None
+        self.in_flight = 0                               # chat requests being answered now (HTTP layer)
+        self.peak_in_flight = 0                          # the most at once since start
         self.on_event = on_event or (lambda kind, **data: None)
         self.api_key = api_key
         self.text_style = text_style
@@ -374,7 +388,11 @@ class BrainServer:
                  "attempt": 0, "images": 0}
         self.log.append(entry)
         try:
-            return self._chat(body, n, rid, entry)
+            code, obj, headers = self._chat(body, n, rid, entry)
+            if code == 200 and self.latency is not None:      # awaited by the HTTP layer (_http)
+                entry["latency_s"] = round(self.latency.delay(entry["role"] or "unknown"), 3)
+                headers["x-motormind-latency-s"] = f"{entry['latency_s']:.3f}"
+            return code, obj, headers
         finally:
             entry["t_end"] = time.time()
             if self._log_fh:
@@ -543,6 +561,8 @@ class BrainServer:
         if request.method in ("GET", "HEAD"):
             if path == "/health":
                 return Response(b"ok", media_type="text/plain")
+            if path in ("/stats", "/v1/stats"):
+                return _reply(200, self.stats())
             if self._unauthorised(request):
                 return _reply(401, _error("invalid API key", "invalid_request_error", "invalid_api_key"))
             if path in ("/v1/models", "/models"):
@@ -562,8 +582,24 @@ class BrainServer:
         except Disconnected:                              # cut short: nothing is answered from it
             return _reply(400, _error("body: the client hung up before the body was complete",
                                       "invalid_request_error"), close)
-        code, obj, headers = await run_in_threadpool(self._post_chat, raw)   # decoding MBs of images: off the loop
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            code, obj, headers = await run_in_threadpool(self._post_chat, raw)   # decoding MBs of images: off the loop
+            delay = float(headers.get("x-motormind-latency-s", 0) or 0)
+            if delay > 0:
+                await asyncio.sleep(delay)                # the emulated model's latency: no thread held
+        finally:
+            with self._lock:
+                self.in_flight -= 1
         return _reply(code, obj, headers)
+
+    def stats(self) -> dict:
+        """What ``GET /stats`` answers: chat requests so far, in flight now and at most at once."""
+        with self._lock:
+            return {"requests": self._n, "in_flight": self.in_flight, "peak_in_flight": self.peak_in_flight,
+                    "latency": self.latency.describe() if self.latency else None}
 
     def _post_chat(self, raw: bytes) -> tuple[int, dict, dict]:
         try:
