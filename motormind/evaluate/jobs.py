@@ -55,8 +55,9 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None)
     """Run one episode; return its result row. ``robot_cache`` keeps one open simulator per
     episode slot so consecutive episodes of the same task reuse it (a reset instead of a rebuild).
     ``gates``: the worker's per-endpoint gates (``brains/gate.py``), shared by its episodes."""
+    started = time.time()
     if job.backend == "fake":
-        return _run_fake(job, run_dir, gates)
+        return {**_run_fake(job, run_dir, gates), "started_at": round(started, 3), "ended_at": round(time.time(), 3)}
     from ..episode.run import RunSpec, robot_config, run_episode
     from ..profile import load_profile
     from ..registry import build_robot
@@ -81,7 +82,7 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None)
         return NoisyBrain(brain, dict(job.noise), seed=job.seed * 1000003 + job.init_state * 101 + job.task)
     t0 = time.monotonic()
     s = run_episode(spec, progress=lambda m: None, config=config_for(job), robot=robot, brain_wrapper=wrapper)
-    return _row(job, s, time.monotonic() - t0)
+    return {**_row(job, s, time.monotonic() - t0), "started_at": round(started, 3), "ended_at": round(time.time(), 3)}
 
 
 def _row(job: Job, s: dict, wall: float) -> dict:

@@ -24,7 +24,7 @@ from typing import Callable
 from .jobs import Job, run_job
 
 MAX_CONCURRENCY = 256            # episodes in flight per worker (serve-brain accepts 256 connections)
-EPISODE_MB = {"libero": 400, "fake": 20}   # resident memory an episode in flight adds, MB (docs/evaluation.md)
+EPISODE_MB = {"libero": 900, "fake": 20}   # resident memory an episode in flight adds, MB (docs/evaluation.md)
 
 
 def available_mb() -> float | None:
@@ -86,10 +86,13 @@ def _groups(jobs: list[Job], slots: int = 1) -> list[list[Job]]:
             out[-1].append(j)
         else:
             out.append([j])
-    size = max(1, -(-len(jobs) // max(1, slots)))        # ceil: about one chunk per slot
-    if len(out) >= slots:
-        return out
-    return [g[i:i + size] for g in out for i in range(0, len(g), size)]
+    while len(out) < slots:                              # halve the longest run until every slot has one
+        i = max(range(len(out)), key=lambda k: len(out[k]), default=None)
+        if i is None or len(out[i]) < 2:
+            break
+        g = out.pop(i)
+        out[i:i] = [g[:len(g) // 2], g[len(g) // 2:]]
+    return out
 
 
 def _error_row(job: Job, outcome: str, reason: str) -> dict:
