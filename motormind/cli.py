@@ -40,6 +40,7 @@ PLUGINS = [
     "motormind.serve.cli",        # serve-brain: the local OpenAI-compatible server
     "motormind.brains.check",     # vlm check: is an endpoint fit to drive a robot?
     "motormind.evaluate.cli",     # eval: LIBERO-PRO evaluation at scale
+    "motormind.evaluate.compare", # compare: result directories side by side
     "motormind.diagnose.cli",     # diagnose: the VLM skill diagnostic
     "motormind.sim.xarm_emulator.cli",  # emulate: the xArm6 controller emulator (--scene: the physics cell)
     "motormind.sim.xarm_cell.trials",   # trials: placement trials on the xArm6 rehearsal cell

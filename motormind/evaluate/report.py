@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import base64
-import html
 import io
 from collections import defaultdict
 from pathlib import Path
@@ -52,6 +51,7 @@ def summarize(rs: list[dict]) -> dict:
         if c:
             causes[c] += 1
     tok = [sum((r.get("vlm_tokens") or {}).values()) for r in rs]
+    priced = [float(r["vlm_cost_usd"]) for r in rs if r.get("vlm_cost_usd") is not None]
     return {"n": n, "success": k, "rate": k / n if n else 0.0, "ci": (lo, hi),
             "vlm_s": median([r["vlm_s"] for r in rs]), "motion_s": median([r["motion_s"] for r in rs]),
             "overhead_s": median([r["overhead_s"] for r in rs]), "episode_s": median([r["episode_s"] for r in rs]),
@@ -59,7 +59,8 @@ def summarize(rs: list[dict]) -> dict:
             "steps": median([r["steps"] for r in rs]), "causes": dict(causes),
             "budgets": sorted({int(r["step_budget"]) for r in rs if r.get("step_budget")}),
             "budget_used": median([r["steps"] / r["step_budget"] for r in rs if r.get("step_budget")]),
-            "privileged": any(r.get("privileged") for r in rs)}
+            "privileged": any(r.get("privileged") for r in rs),
+            "cost": sum(priced) / len(priced) if priced else None}       # USD an episode, where priced
 
 
 def _fmt_row(name: str, s: dict) -> str:
@@ -105,6 +106,9 @@ def markdown(rows: list[dict], title: str = "MotorMind evaluation") -> str:
     sims = {str(r.get("simulator")) for r in rows if r.get("simulator")}
     if sims:
         lines.append(f"Simulator: {'; '.join(sorted(sims))}")
+    cost = summarize(rows)["cost"]
+    if cost is not None:
+        lines.append(f"VLM cost: {cost:.4f} USD an episode (the VLM config's prices).")
     lines.append("")
     for name, tab in tables(rows).items():
         lines += [f"## {name.capitalize()}", "", HEADER] + [_fmt_row(k, s) for k, s in tab] + [""]
@@ -153,12 +157,6 @@ def write_reports(rows: list[dict], out_dir: str | Path, title: str = "MotorMind
     out = Path(out_dir)
     md = markdown(rows, title)
     (out / "report.md").write_text(md)
-    body = [f"<h1>{html.escape(title)}</h1>"]
-    if rows:
-        for name, img in _plots(rows):
-            body.append(f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' src='data:image/png;base64,{img}'>")
-    body.append("<pre>" + html.escape(md) + "</pre>")
-    (out / "report.html").write_text("<!doctype html><meta charset='utf-8'><title>" + html.escape(title) +
-                                     "</title><body style='font-family:sans-serif;max-width:1100px'>" +
-                                     "\n".join(body) + "</body>")
+    from .htmlreport import page
+    (out / "report.html").write_text(page(rows, out, title, _plots(rows) if rows else []))
     return {"markdown": str(out / "report.md"), "html": str(out / "report.html")}
