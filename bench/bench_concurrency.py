@@ -117,11 +117,12 @@ def measure(name: str, latency: float, concurrency: int, n: int, workers: int, o
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(out / f"{name}.eval.log", "w"), cwd=ROOT,
                          env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")})
-    peak = [0.0]
+    peak, loads = [0.0], []
 
     def sample():
         while p.poll() is None:
             peak[0] = max(peak[0], tree_rss_mb(p.pid))
+            loads.append(os.getloadavg()[0])
             time.sleep(1.0)
     th = threading.Thread(target=sample, daemon=True)
     th.start()
@@ -135,7 +136,8 @@ def measure(name: str, latency: float, concurrency: int, n: int, workers: int, o
     srv.terminate()
     srv.wait(10)
     res = {"name": name, "latency_s": latency, "in_flight": w * k, "workers": w, "concurrency": k, "rc": rc,
-           "wall_s": round(wall, 1), "peak_rss_mb": round(peak[0]), "server": st}
+           "wall_s": round(wall, 1), "peak_rss_mb": round(peak[0]), "server": st,
+           "load_avg": round(statistics.mean(loads), 1) if loads else None}   # the machine's, others' work included
     path = d / "results.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
     if rc != 0 or not rows:
@@ -150,7 +152,7 @@ def measure(name: str, latency: float, concurrency: int, n: int, workers: int, o
                errors=sum(r["outcome"] in ("error", "worker_died") for r in rows))
     print(f"[bench] {name}: {res['episodes']} episodes ({res['success']} succeeded) in {span:.0f} s: "
           f"{res['per_hour']:.0f}/h; median episode {res['episode_s']:.0f} s; peak RSS {res['peak_rss_mb']} MB; "
-          f"server peak in flight {st.get('peak_in_flight')}", flush=True)
+          f"server peak in flight {st.get('peak_in_flight')}; load average {res['load_avg']}", flush=True)
     return res
 
 
@@ -177,20 +179,22 @@ def main() -> int:
           f"CPU-bound rate (latency 0, {results['cpu']['in_flight']} in flight): {cpu_rate} episodes/h")
     print(f"one episode at {a.latency:g} s latency (level 1, median): T1 = {t1} s\n")
     print("| in flight | episodes | success | span s | episodes/h | median episode s | bound/h | ratio | "
-          "peak RSS MB | server peak in flight |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "peak RSS MB | server peak in flight | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for c in levels:
         r = results[f"c{c}"]
         if "per_hour" not in r:
-            print(f"| {c} | not run: {r.get('error', '')[:160]} | | | | | | | | |")
+            print(f"| {c} | not run: {r.get('error', '')[:160]} | | | | | | | | | |")
             continue
         bound = min(cpu_rate or math.inf, c * 3600 / t1) if t1 else None
         r["bound_per_hour"] = round(bound, 1) if bound else None
         r["ratio"] = round(r["per_hour"] / bound, 2) if bound else None
         print(f"| {c} | {r['episodes']} | {r['success']} | {r['span_s']} | {r['per_hour']:.0f} | {r['episode_s']} | "
-              f"{bound:.0f} | {r['ratio']:.2f} | {r['peak_rss_mb']} | {r['server'].get('peak_in_flight')} |"
+              f"{bound:.0f} | {r['ratio']:.2f} | {r['peak_rss_mb']} | {r['server'].get('peak_in_flight')} | "
+              f"{r['load_avg']} |"
               if bound else f"| {c} | {r['episodes']} | {r['success']} | {r['span_s']} | {r['per_hour']:.0f} | "
-              f"{r['episode_s']} | - | - | {r['peak_rss_mb']} | {r['server'].get('peak_in_flight')} |")
+              f"{r['episode_s']} | - | - | {r['peak_rss_mb']} | {r['server'].get('peak_in_flight')} | "
+              f"{r['load_avg']} |")
     ok = [results[f"c{c}"] for c in levels if "per_hour" in results[f"c{c}"]]
     if len(ok) >= 2:
         hi, lo = ok[-1], ok[-2]

@@ -718,15 +718,26 @@ class OpenAIBrain(Brain):
             return None
         from .probe import probe_images
         names = list(images)
-        res = probe_images(self, names, np.asarray(images[names[0]]).shape)
+        shape = np.asarray(images[names[0]]).shape
+
+        def probe():
+            return probe_images(self, names, shape)
+        shared = False
+        if self.gate is not None:               # one probe per endpoint and camera set in a worker
+            res, shared = self.gate.once(("probe", tuple(names), tuple(shape)), probe,
+                                         keep=lambda r: r.verdict in ("ok", "unfit"))
+        else:
+            res = probe()
         if res.verdict == "ok" and res.calibration:
             self.calibration = res.calibration
         if res.verdict == "unfit":
             self._set_unfit(res.quirk, f"{res.quirk}: {res.message}")
-            if res.quirk != "images_refused":        # a refusal was named as it happened
+            if res.quirk != "images_refused" or shared:     # a refusal was named as it happened, to its prober
                 self.on_event("vlm_quirk", role="probe", prompt="probe", quirk=res.quirk, detail=res.message,
                               action="the episode ends before the first plan; nothing moved")
         out = res.to_json()
+        if shared:
+            out["shared"] = "the probe of another episode on this endpoint, in this worker (brains/gate.py)"
         self.on_event("vlm_probe", **out)
         return out
 

@@ -42,6 +42,15 @@ def _unique(items: list, what: str) -> list:
     return out
 
 
+def _endpoint(a) -> str | None:
+    """The base URL every episode of an openai run calls (None: none, or one served per episode)."""
+    if a.brain != "openai":
+        return None
+    from ..brains.openai_brain import load_vlm_config
+    cfg = load_vlm_config(a.vlm or "openai", tuple(a.vlm_set))
+    return None if cfg.serve else cfg.base_url
+
+
 def _check_concurrency(a) -> None:
     """--concurrency and --max-in-flight: refused, naming the flag and the limit, before anything runs."""
     from ..errors import ConfigError
@@ -163,7 +172,7 @@ def main(a) -> int:
             pool.run_inline(todo, str(out), on_row, a.concurrency, a.max_in_flight)
         else:
             pool.run_local(todo, str(out), a.workers, on_row, concurrency=a.concurrency,
-                           max_in_flight=a.max_in_flight)
+                           max_in_flight=a.max_in_flight, endpoint=_endpoint(a))
     rows = [store.rows[j.key] for j in jobs if j.key in store.rows]
     paths = write_reports(rows, out)
     print(open(paths["markdown"]).read())

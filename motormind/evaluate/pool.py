@@ -24,7 +24,7 @@ from typing import Callable
 from .jobs import Job, run_job
 
 MAX_CONCURRENCY = 256            # episodes in flight per worker (serve-brain accepts 256 connections)
-EPISODE_MB = {"libero": 900, "fake": 20}   # resident memory an episode in flight adds, MB (docs/evaluation.md)
+EPISODE_MB = {"libero": 1100, "fake": 20}   # resident memory an episode in flight adds, MB (docs/evaluation.md)
 
 
 def available_mb() -> float | None:
@@ -43,12 +43,13 @@ def _run_dir(out_dir: str, job: Job) -> str:
     return str(Path(out_dir) / "episodes" / name)
 
 
-def _worker(wid: int, jobs, results, out_dir: str, concurrency: int = 1, max_in_flight: int | None = None) -> None:
+def _worker(wid: int, jobs, results, out_dir: str, concurrency: int = 1, max_in_flight: int | None = None,
+            shared=None) -> None:
     import threading
 
     from ..brains.gate import Gates
     os.environ.setdefault("MUJOCO_GL", "osmesa")
-    gates = Gates(max_in_flight)
+    gates = Gates(max_in_flight, shared)
 
     def slot() -> None:
         cache: dict = {}                 # this slot's simulator (one per episode in flight)
@@ -102,8 +103,14 @@ def _error_row(job: Job, outcome: str, reason: str) -> dict:
 
 
 def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dict], None],
-              max_attempts: int = 2, concurrency: int = 1, max_in_flight: int | None = None) -> None:
+              max_attempts: int = 2, concurrency: int = 1, max_in_flight: int | None = None,
+              endpoint: str | None = None) -> None:
+    """``endpoint``: the VLM config's base URL, whose ``max_in_flight`` is shared by all the workers."""
     ctx = mp.get_context("spawn")
+    shared = None
+    if max_in_flight and endpoint:
+        from ..brains.gate import SharedCap
+        shared = SharedCap(ctx, endpoint, max_in_flight)
     jq, rq = ctx.Queue(), ctx.Queue()
     by_key = {j.key: j for j in jobs}
     pending = len(jobs)
@@ -118,7 +125,8 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
 
     def spawn():
         nonlocal next_id
-        p = ctx.Process(target=_worker, args=(next_id, jq, rq, out_dir, concurrency, max_in_flight), daemon=True)
+        p = ctx.Process(target=_worker, args=(next_id, jq, rq, out_dir, concurrency, max_in_flight, shared),
+                        daemon=True)
         p.start()
         procs[next_id] = p
         next_id += 1

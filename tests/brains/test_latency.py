@@ -145,3 +145,29 @@ def test_a_429_slows_every_brain_sharing_the_endpoint():
     assert ra.meta["retries"][0]["status"] == 429 and "retries" not in rb.meta
     assert json.loads(ra.text) == VERDICT and json.loads(rb.text) == VERDICT
     assert left > 0.5 and waited >= left - 0.05     # B sent nothing until A's pause was over
+
+
+def test_the_camera_probe_is_asked_once_per_endpoint_in_a_worker():
+    """Two episodes' brains share the worker's gates: the second takes the first's probe (and its
+    calibration) instead of asking the endpoint three more calls."""
+    import numpy as np
+    images = {"agentview": np.zeros((64, 64, 3), np.uint8), "wrist": np.zeros((64, 64, 3), np.uint8)}
+    with BrainServer(ScriptedBrain({"verifier": [VERDICT]})) as srv:
+        gates = Gates()
+        events = []
+        cfg = load_vlm_config("local-oracle", [f"base_url={srv.url}", "serve=null"])
+        a = OpenAIBrain(cfg, on_event=lambda kind, **d: events.append((kind, d)))
+        b = OpenAIBrain(cfg, on_event=lambda kind, **d: events.append((kind, d)))
+        a.use_gates(gates)
+        b.use_gates(gates)
+        first = a.preflight(images)
+        asked = srv.stats()["requests"]
+        second = b.preflight(images)
+        after = srv.stats()["requests"]
+        alone = OpenAIBrain(cfg)                       # no gates: it asks for itself
+        alone.preflight(images)
+        own = srv.stats()["requests"] - after
+        for x in (a, b, alone):
+            x.close()
+    assert first["verdict"] == second["verdict"] == "ok" and asked == own == 3 and after == asked
+    assert "shared" not in first and "shared" in second and b.calibration == a.calibration is not None

@@ -72,20 +72,24 @@ def _served(tmp_path, name, srv, extra):
                                "--brain", "openai", "--vlm", "local-oracle", "--vlm-set", f"base_url={srv.url}",
                                "--vlm-set", "serve=null", "--vlm-set", "send_context=true",
                                "--vlm-set", "privileged=true", "--workers", "1", "--concurrency", "6",
-                               "--out", str(out), *extra], capture_output=True, text=True, timeout=180)
+                               "--out", str(out), *extra], capture_output=True, text=True, timeout=180,
+                       env={**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "3"})    # every slot busy while both workers start
     assert p.returncode == 0, p.stderr[-2000:]
     return rows(out)
 
 
 def test_the_per_endpoint_cap_holds_at_the_server(tmp_path):
-    """Six episodes at once through the real openai client to one serve-brain (0.2 s a call):
-    with --max-in-flight 2 the server never sees more than 2 requests at once; without it, more."""
+    """Six episodes at once (2 workers x 3) through the real openai client to one serve-brain
+    (0.2 s a call): with --max-in-flight 2 the server never sees more than 2 requests at once,
+    from both workers together; without it, more."""
+    spread = ["--workers", "2", "--concurrency", "3"]
     with BrainServer(ReachBrain(), latency={"mean_s": 0.2}) as srv:
-        capped = _served(tmp_path, "capped", srv, ["--max-in-flight", "2"])
+        capped = _served(tmp_path, "capped", srv, [*spread, "--max-in-flight", "2"])
         peak_capped = srv.stats()["peak_in_flight"]
     with BrainServer(ReachBrain(), latency={"mean_s": 0.2}) as srv:
-        free = _served(tmp_path, "free", srv, [])
+        free = _served(tmp_path, "free", srv, spread)
         peak_free = srv.stats()["peak_in_flight"]
     assert peak_capped == 2 and peak_free > 2
+    assert len({r["pid"] for r in capped}) == 2                 # both workers ran episodes
     assert len(capped) == len(free) == 6 and all(r["success"] for r in capped + free)
     assert sorted(map(strip, capped), key=lambda r: r["key"]) == sorted(map(strip, free), key=lambda r: r["key"])
