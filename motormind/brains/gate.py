@@ -1,16 +1,16 @@
 """Per-endpoint gates: a cap on the requests in flight to one VLM endpoint, shared by every episode
-of a worker, and a shared slow-down when the endpoint says it is overloaded; and what one episode found of the endpoint
-that holds for all (the camera probe: ``once``).
+of a worker; a shared slow-down when the endpoint says it is overloaded; and what one episode found
+of the endpoint that holds for all (the camera probe: ``once``).
 
 An evaluation worker runs many episodes at once (``motormind eval --concurrency K``); all their
 roles' calls to one base URL pass one ``EndpointGate``. At most ``limit`` requests are in flight
 (``--max-in-flight N``: what the endpoint serves well, or its rate limit); the others wait for a
 slot. For the run's own endpoint (the VLM config's base URL) the cap is the run's, across all its
 worker processes (``SharedCap``); an endpoint served in-process per episode (``serve: oracle``)
-gets a cap per worker. A 429 (or any answer with Retry-After) pauses the gate: no episode sharing the endpoint sends
-until the pause is over, not only the one that got the 429 (``OpenAIBrain._send`` calls
-``slow_down``). ``Gates`` holds one gate per base URL; the worker makes one and hands it to each
-episode's brain (``Brain.use_gates``). Counts (peak in flight, waits, pauses) are for reports and tests.
+gets a cap per worker. A 429 (or any answer with Retry-After) pauses the gate: no episode sharing
+the endpoint sends until the pause is over, not only the one that got the 429 (``OpenAIBrain._send``
+calls ``slow_down``). ``Gates`` holds one gate per base URL; the worker makes one and hands it to
+each episode's brain (``Brain.use_gates``). Counts (peak in flight, waits, pauses) are for tests.
 """
 from __future__ import annotations
 

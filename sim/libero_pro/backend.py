@@ -36,6 +36,12 @@ from . import suites as _suites
 
 SETTLE_STEPS = 10                 # upstream num_steps_wait: objects are dropped at episode start
 SETTLE_ACTION = (0, 0, 0, 0, 0, 0, -1)
+# LIBERO seeds numpy's GLOBAL generator (env.seed -> np.random.seed) and its hard reset draws from
+# it; the stdout redirect around LIBERO's chatter is process-wide too. Robots on threads of one
+# process (motormind eval --concurrency) take turns through construction and reset, so each
+# episode starts as it does alone (same seed, same draws).
+_PROCESS_STATE = threading.Lock()
+
 STEP_S = 0.05                     # one env step (20 Hz control, 25 MuJoCo substeps of 2 ms)
 OUTPUT_MAX_POS = 0.05             # OSC output_max, m per unit action
 OUTPUT_MAX_ROT = 0.5              # rad per unit action
@@ -111,7 +117,7 @@ class LiberoRobot(Robot):
         self._env = None
         self.timings = {}
         t0 = time.perf_counter()
-        with _suites.stdout_to_stderr():
+        with _PROCESS_STATE, _suites.stdout_to_stderr():
             from libero.libero.envs.env_wrapper import ControlEnv
             for cam in self._cameras:
                 if not isinstance(cam, str):
@@ -140,7 +146,7 @@ class LiberoRobot(Robot):
                 self.seed = int(seed)
             t0 = time.perf_counter()
             env = self._env
-            with _suites.stdout_to_stderr():
+            with _PROCESS_STATE, _suites.stdout_to_stderr():
                 env.seed(self.seed)
                 env.reset()
                 env.set_init_state(self._init_states[self.init_state_index])
