@@ -141,7 +141,10 @@ def measure(name: str, latency: float, concurrency: int, n: int, workers: int, o
     path = d / "results.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
     if rc != 0 or not rows:
-        said = [x for x in (out / f"{name}.eval.log").read_text().splitlines() if x.strip()][-1:] or [""]
+        said = [x for x in (out / f"{name}.eval.log").read_text().splitlines()
+                if x.strip() and not x.startswith("[info]")][-1:] or [""]
+        if rc < 0:
+            said = [f"killed by signal {-rc} (e.g. out of memory) after {wall:.0f} s"]
         print(f"[bench] {name}: FAILED (rc {rc}, {len(rows)} rows): {said[0]}", flush=True)
         return {**res, "episodes": len(rows), "error": said[0]}
     span = max(r["ended_at"] for r in rows) - min(r["started_at"] for r in rows)
