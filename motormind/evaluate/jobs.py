@@ -20,7 +20,7 @@ class Job:
     seed: int = 0
     brain: str = "oracle"
     ablation: str = "full"
-    noise: tuple = ()                    # ((kind, rate), ...) for the noisy brain
+    noise: tuple = ()                    # a noise profile's items (brains/noise_profile.py): the noisy brain
     max_steps: int | None = None         # None: the suite's standard budget
     wall_budget_s: float = WALL_BUDGET_S
     images: bool = True
@@ -29,7 +29,7 @@ class Job:
 
     @property
     def key(self) -> str:
-        noise = ",".join(f"{k}={v:g}" for k, v in self.noise) or "-"
+        noise = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.noise) or "-"
         return f"{self.suite}/{self.task}/{self.init_state}/s{self.seed}/{self.brain}/{self.ablation}/{noise}"
 
     def to_json(self) -> dict:
@@ -69,10 +69,12 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None) -> dict:
             robot_cache["robot"] = robot
     wrapper = None
     if job.noise:
+        from ..brains.noise_profile import profile_from_items
         from ..brains.noisy import NoisyBrain
+        profile = profile_from_items(job.noise)
 
         def wrapper(brain):
-            return NoisyBrain(brain, dict(job.noise), seed=job.seed * 1000003 + job.init_state * 101 + job.task)
+            return NoisyBrain(brain, profile, seed=job.seed * 1000003 + job.init_state * 101 + job.task)
     t0 = time.monotonic()
     s = run_episode(spec, progress=lambda m: None, config=config_for(job), robot=robot, brain_wrapper=wrapper)
     return _row(job, s, time.monotonic() - t0)
