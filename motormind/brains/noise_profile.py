@@ -198,7 +198,10 @@ def parse_noise(text: str | None) -> NoiseProfile | None:
         if k.startswith("scope."):
             scopes[k.removeprefix("scope.")] = _value(k, v)
         elif k == "all":
-            over.update({kind: _value(k, v) for kind in KINDS})
+            rate = _value(k, v)
+            if not 0.0 <= rate <= 1.0:         # also refuses nan
+                raise ConfigError(f"--noise: all: every rate must be within 0..1, got {v.strip()}")
+            over.update({kind: rate for kind in KINDS})
         else:
             over[k] = _value(k, v)
     d = to_mapping(base) if base is not None else {}
