@@ -110,10 +110,9 @@ class NoisyBrain(BrainWrapper):
             return self._monitor(req)
         with self.lock:
             self._start()
-            if req.role == "planner" and not hasattr(self.inner, "on_plan"):
-                self._new_plan()               # an inner brain without a plan hook: new plans seen here
-            if req.role == "executor" and self.plans == 0:
-                self._new_plan()               # no Planner (ablation): the instruction is the plan
+            if not hasattr(self.inner, "on_plan"):     # (with the hook, every plan arrives there)
+                if req.role == "planner" or (req.role == "executor" and self.plans == 0):
+                    self._new_plan()           # no Planner (ablation): the instruction is the plan
             reply = self.inner.respond(req)
             if req.role == "verifier":
                 return self._verdict(reply)

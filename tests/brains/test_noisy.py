@@ -142,3 +142,39 @@ def test_a_profile_from_a_diagnostic_report():
     with pytest.raises(ConfigError, match="no progress questions"):
         profile_from_report({"scores": {"skill": {"action": rep["scores"]["skill"]["action"],
                                                   "completion": rep["scores"]["skill"]["completion"]}}})
+
+
+class Planning(Inner):
+    """An inner brain with the oracle's plan hook: it names objects in its plans' specs."""
+
+    def __init__(self):
+        super().__init__(achieved=False)
+        self.on_plan = None
+        self.specs: dict = {}
+        self.scene = type("Scene", (), {"object_names": ["bowl", "plate", "mug", "cup"]})()
+
+    def respond(self, req):
+        if req.role == "planner":
+            sgs = [{"id": f"g{len(self.specs)}", "description": "grasp the bowl", "success_criterion": "held"},
+                   {"id": f"p{len(self.specs)}", "description": "place the bowl on the plate", "success_criterion": "on"}]
+            self.specs[sgs[0]["id"]] = ("grasp", "bowl", "plate", ["on", "bowl", "plate"])
+            self.specs[sgs[1]["id"]] = ("place", "bowl", "plate", ["on", "bowl", "plate"])
+            self.on_plan(sgs, self.specs)
+            return BrainReply(json.dumps({"subgoals": sgs}), self.name)
+        return super().respond(req)
+
+
+def test_a_misgrounded_object_stays_the_same_wrong_object_over_plans_until_cleared():
+    inner = Planning()
+    b = NoisyBrain(inner, profile(object_confusion=1, wrong_region=1, clear_chance=0), seed=5)
+    objs = []
+    for _ in range(4):                                       # replans: no chance of clearing
+        sgs = ask(b, "planner")["subgoals"]
+        objs.append((sgs[0]["description"], sgs[1]["description"]))
+        ask(b, "verifier")
+    assert len(set(objs)) == 1 and "bowl" not in objs[0][0] and "plate" not in objs[0][1]
+    wrong_obj = inner.specs[sgs[0]["id"]][1]
+    assert inner.specs[sgs[1]["id"]][1] == wrong_obj and inner.specs[sgs[1]["id"]][3][2] not in ("plate", wrong_obj)
+    b.profile = parse_noise("object_confusion=1,wrong_region=1,clear_chance=1")   # now new evidence clears at once
+    ask(b, "verifier")
+    assert not b.active and b.cleared["object_confusion"] == b.cleared["wrong_region"] == 1
