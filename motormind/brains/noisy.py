@@ -17,7 +17,8 @@ diagnostic report):
 
 A persistent error (scope plan or episode) is drawn at the start of its scope (each plan; the
 episode's first answer) and repeats at every answer it affects. New evidence may clear it: each
-new plan (a replan), each Verifier rejection and each Monitor cancel the brain itself answers
+new plan (a replan), each Verifier rejection and each Monitor cancel the brain itself answers, and
+each Controller rejection the Executor's prompt reports (its reason names the field and the limit),
 clears each active persistent error with the chance ``clear_chance``. A plan-scoped error cleared
 by a new plan is not drawn again for that plan. Grounding errors reach the oracle through its plan
 hook (``OracleBrain.on_plan``), so they apply to the no-planner ablation's whole-task script too.
@@ -58,6 +59,7 @@ class NoisyBrain(BrainWrapper):
         self.active: dict = {}                                 # kind -> its parameters, while it persists
         self.plans = 0
         self.started = False
+        self.seen_rejection = ""                               # the last Controller rejection cleared on
         self.lock = threading.Lock()
         if hasattr(inner, "on_plan"):
             inner.on_plan = self._on_plan
@@ -110,6 +112,8 @@ class NoisyBrain(BrainWrapper):
             return self._monitor(req)
         with self.lock:
             self._start()
+            if req.role == "executor":
+                self._rejected_batch(str((req.context or {}).get("last_report") or ""))
             if not hasattr(self.inner, "on_plan"):     # (with the hook, every plan arrives there)
                 if req.role == "planner" or (req.role == "executor" and self.plans == 0):
                     self._new_plan()           # no Planner (ablation): the instruction is the plan
@@ -123,6 +127,14 @@ class NoisyBrain(BrainWrapper):
             for n in notes:
                 self.injected[n] += 1
             return self._tag(reply, json.dumps(obj), notes)
+
+    def _rejected_batch(self, last_report: str) -> None:
+        """The Controller rejected the last batch: its reason (the field, the limit) is in this
+        prompt, new evidence like a Verifier's rejection (each rejected batch counted once)."""
+        head = last_report.split("\n", 1)[0]
+        if " status=rejected" in head and head != self.seen_rejection:
+            self.seen_rejection = head
+            self._clear("controller rejection")
 
     def _tag(self, reply: BrainReply, text: str, notes: list) -> BrainReply:
         meta = {**reply.meta, "injected": notes} if notes else reply.meta

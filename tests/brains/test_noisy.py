@@ -178,3 +178,16 @@ def test_a_misgrounded_object_stays_the_same_wrong_object_over_plans_until_clear
     b.profile = parse_noise("object_confusion=1,wrong_region=1,clear_chance=1")   # now new evidence clears at once
     ask(b, "verifier")
     assert not b.active and b.cleared["object_confusion"] == b.cleared["wrong_region"] == 1
+
+
+def test_a_controller_rejection_in_the_prompt_clears_once_per_rejected_batch():
+    b = NoisyBrain(Inner(), profile(wrong_direction=1, clear_chance=1), seed=4)
+    first = directions(b)
+    assert first != ["left", "forward"]
+
+    def after(report):
+        out = json.loads(b.respond(BrainRequest("executor", "executor", "", "", {}, context={"last_report": report})).text)
+        return [c.get("direction") for c in out["commands"] if c["op"] == "move"]
+    assert after("batch b1 status=done\n  [0] ...") == first
+    assert after("batch b2 status=rejected reason: commands[3]: target outside the workspace box") == ["left", "forward"]
+    assert b.cleared["wrong_direction"] == 1
