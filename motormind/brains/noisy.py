@@ -265,7 +265,7 @@ class NoisyBrain(BrainWrapper):
                         hit.append(kind)
                 elif kind == "wrong_region" and a and b and pred is not None and k in ("carry", "place", "push"):
                     if b not in wrong:
-                        choices = [n for n in names if n not in (a, b)]
+                        choices = self._targets(pred[0], a, b, names)
                         wrong[b] = self.rng.choice(choices) if choices else b
                     if wrong[b] != b:
                         specs[sg["id"]] = (k, a, wrong[b], [pred[0], pred[1], wrong[b]])
@@ -273,3 +273,23 @@ class NoisyBrain(BrainWrapper):
                         hit.append(kind)
         for kind in sorted(set(hit)):
             self.injected[kind] += 1
+
+    def _targets(self, op: str, a: str, b: str, names: list) -> list:
+        """Other targets ``a`` could be put on/in: objects and regions of the scene for which the
+        predicate can be evaluated at all (a region the task's Verifier can check)."""
+        scene = self.inner.scene
+        try:
+            w = self.inner.world()
+            cands = [n for n in [*names, *sorted(w.regions)] if n not in (a, b) and (n in w.bodies or n in w.regions)]
+        except Exception:  # noqa: BLE001 - an inner brain without a world: its object names
+            cands = [n for n in names if n not in (a, b)]
+        if not hasattr(scene, "predicate"):
+            return cands
+        out = []
+        for n in cands:
+            try:
+                scene.predicate([op, a, n])
+            except Exception:  # noqa: BLE001 - not a target this predicate can hold for
+                continue
+            out.append(n)
+        return out
