@@ -23,8 +23,9 @@ clears each active persistent error with the chance ``clear_chance``. A plan-sco
 by a new plan is not drawn again for that plan. Grounding errors reach the oracle through its plan
 hook (``OracleBrain.on_plan``), so they apply to the no-planner ablation's whole-task script too.
 
-Everything stays labelled: ``noisy(oracle)``, privileged. Deterministic for a seed (the Monitor,
-on its own thread, draws from its own generator).
+Everything stays labelled: ``noisy(oracle)``, privileged. Deterministic for a seed, up to the
+Monitor's timing: it runs on its own thread and draws its alarms from its own generator, but when
+its cancel clears an error depends on when it comes.
 """
 from __future__ import annotations
 
@@ -39,7 +40,6 @@ from .noise_profile import KINDS, NoiseProfile, legacy
 
 FLIP = {"forward": "back", "back": "forward", "left": "right", "right": "left", "up": "down", "down": "up"}
 AXES = (("forward", "back"), ("left", "right"))     # the senses a persistent wrong_direction swaps
-EXECUTOR_KINDS = ("wrong_direction", "wrong_magnitude", "premature_done", "missed_completion")
 PLAN_KINDS = ("object_confusion", "wrong_region")
 
 
