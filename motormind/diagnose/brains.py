@@ -8,10 +8,11 @@
 * ``RandomBrain``: picks one of the offered letters uniformly, seeded. It reads the letters from
   the request context or, over HTTP, from the prompt's option lines. Labelled ``random``.
 * ``NoisyDiagnoser``: the episode's noisy brain (``brains.noisy.NoisyBrain``) with its error kinds
-  mapped onto the questions: ``wrong_direction`` picks a wrong move or gripper option,
-  ``premature_done`` picks ``done`` (action) or "yes" when not achieved (completion),
-  ``missed_completion`` says "no" when achieved, ``wrong_magnitude`` misjudges progress by one
-  stage. Labelled ``noisy(oracle)``, privileged.
+  mapped onto the questions, each question its own draw: ``wrong_direction`` picks a wrong action
+  option (any), ``premature_done`` says "yes" when not achieved, ``missed_completion`` "no" when
+  achieved, ``wrong_magnitude`` misjudges progress by one stage. So each skill's error rate is one
+  rate, the inverse of ``brains.noise_profile.profile_from_report``. Labelled ``noisy(oracle)``,
+  privileged.
 * ``openai``: ``brains.openai_brain`` with a VLM config. ``serve: oracle`` starts serve-brain
   in-process with the ``OracleDiagnoser`` behind it (the privileged snapshot then travels in the
   request's ``motormind.context``; labelled privileged); ``serve: replay`` replays a recorded
@@ -114,12 +115,8 @@ class NoisyDiagnoser(NoisyBrain):
         pick, kind = None, None
         skill = priv["skill"]
         if skill == "action":
-            done = [o for o in wrong if o["value"].get("op") == "done"]
-            other = [o for o in wrong if o["value"].get("op") in ("move", "gripper")]
-            if done and self._hit("premature_done"):
-                pick, kind = done[0], "premature_done"
-            elif other and self._hit("wrong_direction"):
-                pick, kind = self.rng.choice(other), "wrong_direction"
+            if wrong and self._hit("wrong_direction"):
+                pick, kind = self.rng.choice(wrong), "wrong_direction"
         elif skill == "completion":
             yes = bool(val[right].get("achieved"))
             if yes and self._hit("missed_completion"):
@@ -129,8 +126,8 @@ class NoisyDiagnoser(NoisyBrain):
         elif skill == "progress":
             st = val[right].get("stage", 0)
             near = [o for o in wrong if abs(o["value"].get("stage", 99) - st) == 1]
-            if near and self._hit("wrong_magnitude"):
-                pick, kind = self.rng.choice(near), "wrong_magnitude"
+            if wrong and self._hit("wrong_magnitude"):
+                pick, kind = self.rng.choice(near or wrong), "wrong_magnitude"
         meta = dict(reply.meta)
         if pick is not None:
             obj["answer"] = pick["letter"]
@@ -144,7 +141,7 @@ class NoisyDiagnoser(NoisyBrain):
 DEFAULT_NOISE = {"wrong_direction": 0.2, "wrong_magnitude": 0.2, "premature_done": 0.2, "missed_completion": 0.2}
 
 
-def make_brain(name: str, seed: int = 0, noise: dict | None = None, vlm: str | None = None, vlm_set=(),
+def make_brain(name: str, seed: int = 0, noise=None, vlm: str | None = None, vlm_set=(),
                record=None, profile=None) -> Brain:
     """oracle | random | noisy | openai (with a VLM config)."""
     if profile is None:
@@ -155,7 +152,7 @@ def make_brain(name: str, seed: int = 0, noise: dict | None = None, vlm: str | N
     if name == "random":
         return RandomBrain(seed)
     if name == "noisy":
-        return NoisyDiagnoser(OracleDiagnoser(profile), dict(DEFAULT_NOISE if noise is None else noise), seed=seed)
+        return NoisyDiagnoser(OracleDiagnoser(profile), DEFAULT_NOISE if noise is None else noise, seed=seed)
     if name == "openai":
         return _openai(vlm or "openai", vlm_set, record, profile)
     raise ConfigError(f"--brain: unknown brain {name!r} (oracle, random, noisy, openai)")

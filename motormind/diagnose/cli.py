@@ -38,8 +38,8 @@ def register(sub) -> None:
                         "errors, privileged), openai (any OpenAI-compatible endpoint, configured by --vlm; "
                         "the default when --vlm is given)")
     r.add_argument("--noise", default=None,
-                   help="--brain noisy: kind=rate,... or all=rate (default: wrong_direction, wrong_magnitude, "
-                        "premature_done, missed_completion at 0.2)")
+                   help="--brain noisy: a preset, profile or report, then key=value rates, as for `motormind eval` "
+                        "(default: wrong_direction, wrong_magnitude, premature_done, missed_completion at 0.2)")
     r.add_argument("--vlm", default=None, metavar="CONFIG",
                    help="--brain openai: a VLM config (configs/vlm/NAME.yaml or a path; default: openai). "
                         "local-oracle: this diagnostic's oracle behind serve-brain; local-replay with "
@@ -74,15 +74,19 @@ def _run(a) -> int:
     from .score import run_diagnostic
     noise = None
     if a.noise:
-        from ..evaluate.cli import _noise
-        noise = dict(_noise(a.noise))
+        from ..brains.noise_profile import parse_noise
+        try:
+            noise = parse_noise(a.noise)
+        except ConfigError as e:
+            print(f"motormind diagnose run: error: {e}", file=sys.stderr)
+            return 2
     brain_name = a.brain or ("openai" if a.vlm else "oracle")
     try:
         brain = make_brain(brain_name, seed=a.seed, noise=noise, vlm=a.vlm, vlm_set=tuple(a.vlm_set))
     except ConfigError as e:
         print(f"motormind diagnose run: error: {e}", file=sys.stderr)
         return 2
-    spec = {"brain": brain_name, "seed": a.seed, **({"noise": getattr(brain, "rates", noise)} if brain_name == "noisy" else {}),
+    spec = {"brain": brain_name, "seed": a.seed, **({"noise": dict(brain.profile.items())} if brain_name == "noisy" else {}),
             **({"vlm": getattr(brain, "cfg").public()} if hasattr(brain, "cfg") else {})}
     try:
         rep = run_diagnostic(a.set_dir, brain, a.out, limit=a.limit, skills=a.skills, brain_spec=spec)

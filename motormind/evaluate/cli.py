@@ -12,25 +12,11 @@ BASE_SUITES = ["libero_spatial", "libero_object", "libero_goal", "libero_10"]
 
 
 def _noise(s: str | None) -> tuple:
-    """``kind=rate,...`` (or ``all=rate``) -> ((kind, rate), ...); each rate within 0..1."""
-    if not s:
-        return ()
-    from ..brains.noisy import KINDS
-    from ..errors import ConfigError
-    out = []
-    for part in s.split(","):
-        k, _, v = part.partition("=")
-        k = k.strip()
-        if k != "all" and k not in KINDS:
-            raise ConfigError(f"--noise: unknown error kind {k!r} (known: {', '.join(KINDS)}, all)")
-        try:
-            rate = float(v)
-        except ValueError:
-            raise ConfigError(f"--noise: {k} needs a rate within 0..1, e.g. {k}=0.2, got {v!r}") from None
-        if not 0 <= rate <= 1:           # also refuses nan
-            raise ConfigError(f"--noise: {k} rate must be within 0..1, got {v.strip()}")
-        out += [(kind, rate) for kind in KINDS] if k == "all" else [(k, rate)]
-    return tuple(sorted(dict(out).items()))
+    """A ``--noise`` text (a preset, a profile file or a diagnostic report, then ``key=value``
+    overrides; brains/noise_profile.py) -> the profile's items, what an episode's job carries."""
+    from ..brains.noise_profile import parse_noise
+    prof = parse_noise(s)
+    return prof.items() if prof is not None else ()
 
 
 def _unique(items: list, what: str) -> list:
@@ -85,12 +71,16 @@ def register(sub) -> None:
     p.add_argument("--tasks", default="0-9")
     p.add_argument("--inits", default="0-4", help="init states, e.g. 0-49")
     p.add_argument("--seeds", default="0")
-    p.add_argument("--brain", default="oracle")
+    p.add_argument("--brain", default="oracle",
+                   help="oracle (privileged), noisy (the oracle with --noise, default seed_calibrated), openai")
     p.add_argument("--ablations", nargs="+", default=["full"],
                    help="full no_replan no_planner no_monitor no_verifier no_memory")
     p.add_argument("--noise", default=None,
-                   help="wrap the brain in the noisy brain: kind=rate,... (wrong_direction, wrong_magnitude, "
-                        "object_confusion, premature_done, missed_completion, or all=rate)")
+                   help="wrap the brain in the noisy brain: a preset (seed_calibrated), a profile YAML or a "
+                        "diagnostic report, then key=value overrides: a rate per error kind (wrong_direction, "
+                        "wrong_magnitude, object_confusion, wrong_region, premature_done, missed_completion, "
+                        "false_alarm, missed_alarm, or all), scope.KIND=call|plan|episode, clear_chance "
+                        "(docs/evaluation.md)")
     p.add_argument("--workers", type=non_negative_int, default=1, help="local worker processes (0: run inline)")
     p.add_argument("--concurrency", type=positive_int, default=1, metavar="K",
                    help="episodes in flight per worker, each with its own simulator (threads: an episode "
@@ -138,6 +128,8 @@ def main(a) -> int:
     suites, tasks, inits, seeds = (_unique(v, name) for v, name in ((suites, "--suites"), (tasks, "--tasks"),
                                                                      (inits, "--inits"), (seeds, "--seeds")))
     a.ablations = _unique(a.ablations, "--ablations")
+    if a.brain == "noisy":                       # the oracle inside the noisy brain
+        a.brain, a.noise = "oracle", a.noise or "seed_calibrated"
     noise = _noise(a.noise)
     _check_concurrency(a)
     if a.backend == "libero":                    # every suite, task and init state exists, before any runs

@@ -22,7 +22,7 @@ class Job:
     seed: int = 0
     brain: str = "oracle"
     ablation: str = "full"
-    noise: tuple = ()                    # ((kind, rate), ...) for the noisy brain
+    noise: tuple = ()                    # a noise profile's items (brains/noise_profile.py): the noisy brain
     max_steps: int | None = None         # None: the suite's standard budget
     wall_budget_s: float = WALL_BUDGET_S
     images: bool = True
@@ -33,7 +33,7 @@ class Job:
 
     @property
     def key(self) -> str:
-        noise = ",".join(f"{k}={v:g}" for k, v in self.noise) or "-"
+        noise = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.noise) or "-"
         brain = f"{self.brain}:{Path(self.vlm).stem}" if self.vlm else self.brain    # the VLM config's name
         return f"{self.suite}/{self.task}/{self.init_state}/s{self.seed}/{brain}/{self.ablation}/{noise}"
 
@@ -74,12 +74,17 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None)
                 cached.close()
             robot = build_robot(robot_config(spec), load_profile(spec.profile))
             robot_cache["robot"] = robot
+    profile = None
+    if job.noise:
+        from ..brains.noise_profile import profile_from_items
+        profile = profile_from_items(job.noise)
+
     def wrapper(brain):
         brain.use_gates(gates)
-        if not job.noise:
+        if profile is None:
             return brain
         from ..brains.noisy import NoisyBrain
-        return NoisyBrain(brain, dict(job.noise), seed=job.seed * 1000003 + job.init_state * 101 + job.task)
+        return NoisyBrain(brain, profile, seed=job.seed * 1000003 + job.init_state * 101 + job.task)
     t0 = time.monotonic()
     s = run_episode(spec, progress=lambda m: None, config=config_for(job), robot=robot, brain_wrapper=wrapper)
     return {**_row(job, s, time.monotonic() - t0), "started_at": round(started, 3), "ended_at": round(time.time(), 3)}

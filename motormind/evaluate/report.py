@@ -82,6 +82,12 @@ HEADER = ("| group | success | rate [95% Wilson] | episode s (median) | VLM / mo
           "|---|---|---|---|---|---|---|---|---|")
 
 
+def _noise_label(noise: dict) -> str:
+    """A noise profile by its name (a preset's, with its overrides), else its rates."""
+    rest = {k: v for k, v in noise.items() if k != "name"}
+    return str(noise["name"]) if noise.get("name") else str(rest)
+
+
 def tables(rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
     out = {}
     out["by suite"] = [(k, summarize(v)) for k, v in group(rows, lambda r: r["suite"]).items()]
@@ -89,7 +95,7 @@ def tables(rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
                               group(rows, lambda r: split_suite(r["suite"])[1]).items()]
     if len({r["ablation"] for r in rows}) > 1 or len({str(r.get("noise")) for r in rows}) > 1:
         out["by ablation"] = [(k, summarize(v)) for k, v in group(
-            rows, lambda r: f"{r['ablation']}" + (f" noise={r['noise']}" if r.get("noise") else "")).items()]
+            rows, lambda r: f"{r['ablation']}" + (f" noise={_noise_label(r['noise'])}" if r.get("noise") else "")).items()]
     out["overall"] = [("all", summarize(rows))]
     return out
 

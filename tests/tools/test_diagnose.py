@@ -281,6 +281,28 @@ def test_the_noisy_brain_errs_at_its_rates_and_stays_labelled(qset):
 
 
 @pytest.mark.sim
+def test_a_profile_from_a_report_reproduces_its_accuracies_on_the_noisy_brain(qset, tmp_path):
+    from motormind.brains.noise_profile import profile_from_report
+    from motormind.diagnose.score import run_diagnostic
+    from motormind.evaluate.stats import wilson
+    # a real report: the random brain's (far from the oracle's 100% on every skill)
+    src = run_diagnostic(qset, make_brain("random", seed=2), tmp_path / "src", progress=lambda s: None)
+    prof = profile_from_report(tmp_path / "src")
+    assert prof.wrong_direction == pytest.approx(1 - src["scores"]["skill"]["action"]["rate"])
+    # the noisy brain under that profile, asked the set 12 times over (12 x 6 questions per skill)
+    got = {s: [0, 0] for s in SKILLS}
+    for seed in range(12):
+        rep = run_diagnostic(qset, make_brain("noisy", seed=seed, noise=prof), tmp_path / f"n{seed}",
+                             progress=lambda s: None)
+        for s, g in rep["scores"]["skill"].items():
+            got[s][0] += g["correct"]
+            got[s][1] += g["n"]
+    for s in SKILLS:
+        lo, hi = wilson(*got[s])
+        assert lo <= src["scores"]["skill"][s]["rate"] <= hi, (s, got[s], src["scores"]["skill"][s])
+
+
+@pytest.mark.sim
 def test_answers_arrive_through_the_real_openai_client_from_serve_brain(qset, tmp_path):
     # 1. serve-brain in-process with the diagnostic's oracle behind it (configs/vlm/local-oracle.yaml)
     p = _cli("diagnose", "run", "--set", str(qset), "--vlm", "local-oracle", "--out", str(tmp_path / "oai"), timeout=120)

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,27 @@ def test_the_report_gives_median_steps_against_the_budget():
     assert "| 150 / 220 |" in _fmt_row("libero_spatial", one)
     mixed = summarize([row(110, 220), row(260, 520)])       # 50% of each budget
     assert "| 50% of budget |" in _fmt_row("all", mixed)
+
+
+@pytest.mark.sim
+def test_the_no_planner_ablation_is_measured_not_zero_by_construction(tmp_path):
+    # without a Planner the Executor gets the whole instruction as its one subgoal; the oracle
+    # scripts the whole task from the goal, so the episode runs and its outcome is recorded
+    out = tmp_path / "np"
+    p = subprocess.run(EVAL + ["--suites", "libero_spatial", "--tasks", "0", "--inits", "0", "--ablations", "full",
+                               "no_planner", "--no-images", "--workers", "0", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "MUJOCO_GL": "osmesa"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = {r["ablation"]: r for r in rows(out)}
+    assert set(got) == {"full", "no_planner"}
+    np_row = got["no_planner"]
+    assert np_row["outcome"] == "success" and np_row["success"] is True and np_row["batches"] >= 2
+    assert "no_planner" in p.stdout                      # the report's ablation table
+    events = [json.loads(x) for x in (Path(np_row["run_dir"]) / "events.jsonl").read_text().splitlines()]
+    calls = [e for e in events if e["kind"] == "vlm_call"]
+    assert not [c for c in calls if c["role"] == "planner"]
+    ex = [c for c in calls if c["role"] == "executor"]
+    assert ex and all(json.loads(c["response"]).get("rationale", "").startswith(("whole task", "every goal"))
+                      for c in ex)
+    batches = [e for e in events if e["kind"] == "batch"]
+    assert len(batches) >= 2 and {b["batch"]["subgoal_id"] for b in batches} == {"s1"}     # the instruction, throughout

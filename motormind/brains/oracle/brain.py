@@ -15,8 +15,12 @@ ordered so that nothing blocks what comes after (a drawer is opened before somet
 closed after).
 
 The Executor is closed-loop: every batch is computed afresh from the current poses, so a slip or
-a disturbance is answered by the next batch. Monitor and Memory answers use only the measured
-state in their prompts, never the scene, so they can run on their own threads.
+a disturbance is answered by the next batch. A subgoal it did not plan (the no-planner ablation
+hands the Executor the whole instruction as its one subgoal) is scripted whole from the goal, as a
+perfect VLM executor would: the steps its Planner would have made, each checked as its Verifier
+would before the next begins, one ``done`` claim at the very end (``_whole_task``). Monitor and
+Memory answers use only the measured state in their prompts, never the scene, so they can run on
+their own threads.
 """
 from __future__ import annotations
 
@@ -49,6 +53,14 @@ def _spin_all(bundle):
 
 
 @dataclass
+class _Script:
+    """The whole task as the oracle's own steps (planned subgoal ids), for a subgoal it did not plan."""
+    steps: list
+    pos: int = 0
+    claimed: bool = False           # the current step's last batch finished it: check it before going on
+
+
+@dataclass
 class _Rel:
     """A chosen grasp relative to the object's origin."""
     point_rel: np.ndarray
@@ -74,6 +86,8 @@ class OracleBrain(Brain):
         self.carry_to: dict = {}    # object -> the release spot (xy) its last carry batch went for
         self.avoid: dict = {}       # object -> release spots a carry to was stopped by contact
         self.last_report = ""       # the Executor's last report, as its prompt shows it
+        self.scripts: dict = {}     # subgoal id it did not plan -> _Script: the whole task, step by step
+        self.on_plan = None         # plan hook (subgoals, specs) -> None: a wrapper's grounding errors (brains/noisy.py)
 
     def respond(self, req: BrainRequest) -> BrainReply:
         t0 = time.perf_counter()
@@ -135,11 +149,15 @@ class OracleBrain(Brain):
             subgoals = [{"id": f"p{self.plans}done", "description": "confirm the task is complete",
                          "success_criterion": "every goal predicate holds"}]
             self.specs[subgoals[0]["id"]] = ("confirm", None, None, None)
+        if self.on_plan is not None:
+            self.on_plan(subgoals, self.specs)
         return {"reasoning": f"BDDL goal {self.scene.goal_state} (privileged)", "subgoals": subgoals}
 
     # -- executor -------------------------------------------------------------------------------
     def _executor(self, ctx: dict) -> dict:
-        kind, a, b, pred = self.specs.get(ctx["subgoal_id"], ("unknown", None, None, None))
+        if ctx["subgoal_id"] not in self.specs:
+            return self._whole_task(ctx)
+        kind, a, b, pred = self.specs[ctx["subgoal_id"]]
         pose = pp.Pose.from_state(json.loads(ctx["state"]))
         w = self.world()
         self.last_report = str(ctx.get("last_report") or "")
@@ -150,6 +168,48 @@ class OracleBrain(Brain):
             cmds, done = [], True
         return {"rationale": f"{kind} {a or ''} -> {b or ''} from privileged object poses",
                 "commands": self._fit(cmds, done)}
+
+    def _whole_task(self, ctx: dict) -> dict:
+        """A batch toward the whole goal for a subgoal it did not plan (the instruction itself).
+
+        It plans its own steps (``_planner``), runs the current one, and before going on checks it
+        as its Verifier would; a step that does not hold makes it plan again from the true state,
+        as a rejection makes the Planner replan. It claims ``done`` once every goal predicate holds."""
+        sid = ctx["subgoal_id"]
+        pose = pp.Pose.from_state(json.loads(ctx["state"]))
+        self.last_report = str(ctx.get("last_report") or "")
+        m = self.profile.limits.max_batch
+        for _ in range(12):                   # each pass advances a step or plans again; bounded
+            run = self.scripts.get(sid)
+            if run is None or run.pos >= len(run.steps):
+                if all(self._truth(p) for p in self.scene.goal_state):
+                    return {"rationale": "every goal predicate holds (privileged)", "commands": [{"op": "done"}]}
+                plan = self._planner(ctx)["subgoals"]
+                run = self.scripts[sid] = _Script([s["id"] for s in plan])
+            step = run.steps[run.pos]
+            if run.claimed:
+                run.claimed = False
+                if self._verifier({"subgoal_id": step, "state": ctx["state"]})["achieved"]:
+                    run.pos += 1
+                else:
+                    self.scripts.pop(sid)      # the step does not hold: plan again from the true state
+                continue
+            kind, a, b, pred = self.specs[step]
+            fn = getattr(self, f"_x_{kind}", None)
+            cmds, done = fn(self.world(), pose, a, b, pred) if fn is not None else ([], True)
+            run.claimed = bool(done) and len(cmds) < m
+            if cmds:
+                return {"rationale": f"whole task, step {run.pos + 1}/{len(run.steps)}: {kind} {a or ''} -> {b or ''} "
+                                     f"from privileged object poses", "commands": self._fit(cmds, False)}
+        return {"rationale": "whole task: re-checking the steps", "commands": [{"op": "wait", "seconds": 0.1}]}
+
+    def spec_of(self, subgoal_id) -> tuple:
+        """(kind, object, target, predicate) of a subgoal: a planned one's, or the step the whole-task
+        script of an unplanned one is at."""
+        run = self.scripts.get(subgoal_id)
+        if run is not None and run.pos < len(run.steps):
+            subgoal_id = run.steps[run.pos]
+        return self.specs.get(subgoal_id, ("unknown", None, None, None))
 
     def _fit(self, cmds: list[dict], done: bool) -> list[dict]:
         m = self.profile.limits.max_batch
@@ -346,7 +406,7 @@ class OracleBrain(Brain):
         st = json.loads(st) if isinstance(st, str) else st
         last = ctx.get("last_command", {}).get("command", {})
         width = float(st.get("gripper_width_mm", 99.0))
-        kind = self.specs.get(ctx.get("subgoal_id"), ("",))[0]
+        kind = self.spec_of(ctx.get("subgoal_id"))[0]
         if last.get("op") == "gripper" and last.get("action") == "close" and width < HOLD_MIN_MM \
                 and kind == "grasp":
             return {"cancel": True, "reason": f"grasp missed: the fingers closed to {width:.1f} mm"}
