@@ -43,8 +43,9 @@ def _unique(items: list, what: str) -> list:
 
 
 def register(sub) -> None:
-    from ..argtypes import non_negative_int, out_dir, positive_int, seconds
+    from ..argtypes import interference, non_negative_int, out_dir, positive_int, seconds, shift_mm
     from ..episode.config import WALL_BUDGET_S
+    from .interference import SHIFT_M
     p = sub.add_parser("eval", help="evaluate on LIBERO-PRO suites: parallel, resumable, with reports",
                        description=__doc__)
     p.add_argument("--suites", nargs="+", default=["libero_spatial"],
@@ -58,6 +59,13 @@ def register(sub) -> None:
     p.add_argument("--noise", default=None,
                    help="wrap the brain in the noisy brain: kind=rate,... (wrong_direction, wrong_magnitude, "
                         "object_confusion, premature_done, missed_completion, or all=rate)")
+    p.add_argument("--interference", nargs="+", type=interference, default=["off"], metavar="WHAT@WHEN",
+                   help="conditions side by side: off, and/or an object moved mid-episode by an outside hand "
+                        "(PRIVILEGED, never in a prompt): WHAT fetched|target|bystander, WHEN reach|carry|between, "
+                        "e.g. --interference off fetched@reach")
+    p.add_argument("--interference-mm", type=shift_mm, default=SHIFT_M, metavar="LO-HI",
+                   help=f"how far the object is moved, mm (seeded within LO-HI; default "
+                        f"{SHIFT_M[0] * 1000:g}-{SHIFT_M[1] * 1000:g})")
     p.add_argument("--workers", type=non_negative_int, default=1, help="local worker processes (0: run inline)")
     p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
                    help="run on Ray (an address, or none for a local Ray)")
@@ -94,6 +102,7 @@ def main(a) -> int:
     suites, tasks, inits, seeds = (_unique(v, name) for v, name in ((suites, "--suites"), (tasks, "--tasks"),
                                                                      (inits, "--inits"), (seeds, "--seeds")))
     a.ablations = _unique(a.ablations, "--ablations")
+    a.interference = _unique(a.interference, "--interference")
     noise = _noise(a.noise)
     if a.backend == "libero":                    # every suite, task and init state exists, before any runs
         from ..evaluate.checks import check_suite
@@ -103,7 +112,8 @@ def main(a) -> int:
     out = Path(a.out or f"runs/eval-{time.strftime('%Y%m%d-%H%M%S')}")
     store = ResultStore(out)
     jobs = grid(suites, tasks, inits, seeds, a.brain, a.ablations, noise, max_steps=a.max_steps,
-                wall_budget_s=a.wall_budget, images=not a.no_images, backend=a.backend)
+                wall_budget_s=a.wall_budget, images=not a.no_images, backend=a.backend,
+                interference=a.interference, interference_shift_m=a.interference_mm)
     todo = [j for j in jobs if not store.done(j.key)]
     (out / "eval.json").write_text(json.dumps({"argv": sys.argv[1:], "episodes": len(jobs)}, indent=2))
     keys = {j.key for j in jobs}

@@ -87,18 +87,11 @@ def summarize(results: list[TrialResult]) -> dict:
     return out
 
 
-HAND_CLEAR_M = 0.12          # the outside hand puts nothing closer than this (xy) to the gripper
-
-
 def _spot_check(profile, z_m: float, emu):
-    """Where the outside hand may put an object: reachable for a grasp (inside the profile's
-    workspace at grasp height) and not under or beside the gripper (a person does not drop a block
-    onto the descending fingers)."""
-    def ok(xy) -> bool:
-        tcp = emu.snapshot()["pose_mm_deg"]
-        far = ((xy[0] - tcp[0] / 1000.0) ** 2 + (xy[1] - tcp[1] / 1000.0) ** 2) ** 0.5 >= HAND_CLEAR_M
-        return far and not profile.in_workspace([xy[0] * 1000.0, xy[1] * 1000.0, z_m * 1000.0])
-    return ok
+    """Where the outside hand may put an object (evaluate/interference.py ``spot_check``), the
+    gripper's position read from the emulator."""
+    from motormind.evaluate.interference import spot_check
+    return spot_check(profile, z_m, lambda: tuple(v / 1000.0 for v in emu.snapshot()["pose_mm_deg"][:2]))
 
 
 def run_trials(scene: str = "placement", n: int = 40, interference: str = "both", seed: int = 0,
