@@ -103,6 +103,9 @@ def main(a) -> int:
                                                                      (inits, "--inits"), (seeds, "--seeds")))
     a.ablations = _unique(a.ablations, "--ablations")
     a.interference = _unique(a.interference, "--interference")
+    if a.backend != "libero" and a.interference != ["off"]:
+        raise ConfigError(f"--interference: needs --backend libero (the {a.backend} backend has no scene to disturb), "
+                          f"got {' '.join(a.interference)}")
     noise = _noise(a.noise)
     if a.backend == "libero":                    # every suite, task and init state exists, before any runs
         from ..evaluate.checks import check_suite

@@ -87,6 +87,15 @@ def cases(tmp, busy, dead, profiles):
         (["eval", "--backend", "fake", "--noise", "all=lots"], "--noise: all needs a rate within 0..1"),
         (["eval", "--backend", "fake", "--tasks", "3-1"], "--tasks: empty range '3-1' in '3-1'"),
         (["eval", "--backend", "fake", "--wall-budget", 0], "argument --wall-budget: 0 s: must be more than 0 s"),
+        (["run", "--interference", "hand@reach"], "argument --interference: 'hand@reach' is not WHAT@WHEN with WHAT "
+         "one of fetched, target, bystander and WHEN one of reach, carry, between"),
+        (["run", "--interference-mm", "0-300"], "argument --interference-mm: 0-300: needs 0 < LO <= HI <= 250 mm"),
+        (["eval", "--backend", "fake", "--interference", "off", "fetched@lunch"], "argument --interference: "
+         "'fetched@lunch' is not WHAT@WHEN"),
+        (["eval", "--backend", "fake", "--interference-mm", "80-40"],
+         "argument --interference-mm: 80-40: needs 0 < LO <= HI <= 250 mm"),
+        (["eval", "--backend", "fake", "--interference", "off", "fetched@reach"],
+         "--interference: needs --backend libero (the fake backend has no scene to disturb), got off fetched@reach"),
         (["console", "--robot", "fake", "--brain", "openai", *dead_vlm],
          f"--vlm: the endpoint http://127.0.0.1:{dead}/v1 is not reachable: cannot connect"),
     ]
