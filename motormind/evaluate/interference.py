@@ -265,7 +265,8 @@ class InterferenceProbe:
     after the event up to the episode's end."""
 
     KINDS = ("interference", "monitor_cancel", "batch", "plan", "command_start", "report", "vlm_call",
-             "episode_end")
+             "episode_end", "trial_end")
+    ENDS = ("episode_end", "trial_end")      # a LIBERO episode's end; an xArm6 cell trial's
 
     def __init__(self, steps_fn: Callable[[], int]):
         self.steps_fn = steps_fn
@@ -289,22 +290,25 @@ class InterferenceProbe:
         bid, idx = ev.get("batch_id", ""), int(ev.get("command_index", -1))
         after = tl[at + 1:]
 
+        def steps(n):                     # (no step counter, a real-time arm: no steps)
+            return None if s0 < 0 or n is None or n < 0 else int(n) - s0
+
         def first(kind, cond=lambda e: True):
             hit = next((x for x in after if x[0] == kind and cond(x[3])), None)
-            return None if hit is None else {"ms": round((hit[1] - t0) * 1000.0, 1), "steps": hit[2] - s0}
+            return None if hit is None else {"ms": round((hit[1] - t0) * 1000.0, 1), "steps": steps(hit[2])}
         stale = 1 + sum(1 for k, _, _, e in after if k == "command_start" and e.get("batch_id") == bid)
         rep = next((e for k, _, _, e in after if k == "report" and e.get("batch_id") == bid), None)
         cancelled = [c.get("index", 0) for c in (rep or {}).get("results", []) if c.get("status") == "cancelled"]
         mc = next((e for k, _, _, e in after if k == "monitor_cancel" and e.get("batch_id") == bid), None)
         seen = mc.get("after_command") if mc else None
-        end = next((x for x in after if x[0] == "episode_end"), None)
+        end = next((x for x in after if x[0] in self.ENDS), None)
         stop = end[1] if end else float("inf")
         out = {"object": ev.get("object"), "role": ev.get("role"), "when": ev.get("when"),
                "shift_mm": round(float(ev.get("shift_m", 0.0)) * 1000.0, 1), "t_s": round(t0, 3), "step": s0,
                "cancel": first("monitor_cancel", lambda e: e.get("batch_id") == bid),
                "next_batch": first("batch", lambda e: (e.get("batch") or {}).get("batch_id") != bid),
                "next_plan": first("plan"),
-               "success": ({"ms": round((end[1] - t0) * 1000.0, 1), "steps": int(end[3].get("steps", end[2])) - s0}
+               "success": ({"ms": round((end[1] - t0) * 1000.0, 1), "steps": steps(end[3].get("steps", end[2]))}
                            if end and success else None),
                "stale_commands": stale,
                "cancel_boundary": (int(seen) - idx + 1) if seen is not None and idx >= 0 else None,
@@ -323,7 +327,7 @@ def summarize_measures(rows: list[dict]) -> dict:
         out[key] = {"n": len(got), "ms_median": _pct([g["ms"] for g in got], 0.5),
                     "ms_p90": _pct([g["ms"] for g in got], 0.9),
                     "steps_median": _pct([g["steps"] for g in got], 0.5),
-                    "steps_p90": _pct([g["steps"] for g in got], 0.9)}
+                    "steps_p90": _pct([g["steps"] for g in got], 0.9)}   # (None: no step counter)
     out["stale_commands"] = {"median": _pct([m["stale_commands"] for m in ms], 0.5),
                              "p90": _pct([m["stale_commands"] for m in ms], 0.9),
                              "max": _pct([m["stale_commands"] for m in ms], 1.0)}
