@@ -16,6 +16,8 @@ When (``InterferencePlan.when``):
 * ``"carry"``: at the start of the ``after_commands``-th command during which it is held;
 * ``"between"``: before the first command of the ``after_commands``-th batch (the batch was
   planned, nothing of it has run).
+An object the fingers touch is never moved (a person does not pull it out of the hand): such a
+command or batch does not count towards ``after_commands``.
 What (``InterferencePlan.what``; by default the fetched object for reach and between, the target
 for carry): ``"fetched"``, ``"target"`` (the support it is to be put on or in; a region names its
 owner, and a fixture cannot be moved), or ``"bystander"`` (a seeded other movable object).
@@ -210,19 +212,22 @@ class Interferer:
             return
         with self._lock:
             world = self.scene.world()
+            touched = world.get("finger_contacts", {})
             if self.plan.when == "between":
                 if int(data.get("index", -1)) != 0:      # the first command of a batch: nothing of it ran
                     return
             else:
-                held = len(world.get("finger_contacts", {}).get(self.fetched, ())) >= 2
+                held = len(touched.get(self.fetched, ())) >= 2
                 if (self.plan.when == "reach") == held:
                     return
-            self.count += 1
-            if self.count < self.plan.after_commands:
-                return
             name, why = self._victim(world)
             if name is None:
                 self.missed = why
+                return
+            if touched.get(name):                        # nobody pulls an object out of the fingers: later
+                return
+            self.count += 1
+            if self.count < self.plan.after_commands:
                 return
             spot = choose_spot(world, name, self.plan, self.bounds_xy, self.clear_m, self.ok)
             if spot is None:

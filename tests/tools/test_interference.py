@@ -216,3 +216,16 @@ def test_jobs_keep_their_old_keys_and_the_report_puts_the_conditions_side_by_sid
     assert "| libero_spatial | full | fetched@reach | 1/2 | 1 | 200 / 200 | 6 / 6 | 1 / 1; 2 / 2 |" in md
     assert "Not moved: 1 x no free spot for bowl" in md
     assert "Interference" not in markdown([rows[0]])                     # no interference: no such section
+
+
+def test_an_object_in_the_fingers_is_never_pulled_out_of_them():
+    sc, events = FakeScene(), []
+    itf = Interferer(InterferencePlan("between", 1, (0.09, 0.16), 0.0), sc, ["on", "block", "mark"], BOUNDS,
+                     events.append)
+    sc.fingers = {"block": ["finger1", "finger2"]}
+    itf.on_controller_event(*start(1, 0))
+    itf.on_controller_event(*start(2, 0))
+    assert not events and not sc.moves and itf.count == 0      # held batches do not count
+    sc.fingers = {}
+    itf.on_controller_event(*start(3, 0))
+    assert [e.batch_id for e in events] == ["b3"]
