@@ -371,7 +371,9 @@ def attach(runner, scene, setting: tuple[str, str], seed: int, shift_m, record, 
     goal = next((p for p in scene.goal_state if str(p[0]).lower() in ("on", "in") and len(p) == 3), None)
     if goal is None:
         return None, probe, f"no on/in goal in {scene.goal_state}: nothing is fetched"
-    plan = InterferencePlan.seeded(seed, when, shift_m, what=what)
+    # (an oracle episode has about three batches, and the fetched object is in the fingers after the
+    # first: "between" is drawn from the first two batches the object is free in)
+    plan = InterferencePlan.seeded(seed, when, shift_m, commands=(1, 2) if when == "between" else (1, 3), what=what)
     robot = runner.robot
     itf = Interferer(plan, scene, goal, scene.table_bounds(), clear_m=clear_m, steps_fn=steps_fn,
                      on_event=lambda ev: record("interference", **ev.to_json()),
