@@ -293,7 +293,14 @@ class InterferenceProbe:
         _, t0, s0, ev = tl[at]
         s0 = ev.get("step", s0) if ev.get("step", -1) >= 0 else s0
         bid, idx = ev.get("batch_id", ""), int(ev.get("command_index", -1))
-        after = tl[at + 1:]
+        # The hand acts in the disturbed command's start, which is recorded just before; its own
+        # record follows the move, and the Monitor's thread may look (and cancel) in between: the
+        # moment of interference is that command's start, and what follows it counts.
+        start = next((k for k in range(at - 1, -1, -1) if tl[k][0] == "command_start"
+                      and tl[k][3].get("batch_id") == bid and tl[k][3].get("index") == idx), None)
+        if start is not None:
+            t0 = tl[start][1]
+        after = [x for k, x in enumerate(tl[start + 1 if start is not None else at + 1:]) if x[0] != "interference"]
 
         def steps(n):                     # (no step counter, a real-time arm: no steps)
             return None if s0 < 0 or n is None or n < 0 else int(n) - s0

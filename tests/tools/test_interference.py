@@ -229,3 +229,20 @@ def test_an_object_in_the_fingers_is_never_pulled_out_of_them():
     sc.fingers = {}
     itf.on_controller_event(*start(3, 0))
     assert [e.batch_id for e in events] == ["b3"]
+
+
+def test_a_cancel_recorded_between_the_move_and_its_record_counts():
+    """The Monitor's thread may look between the hand's move and the event's record: the moment is
+    the disturbed command's start, and that cancel (from the boundary before) is the response."""
+    from motormind.evaluate.interference import InterferenceProbe
+    probe = InterferenceProbe(lambda: 13)
+    for ev in ({"t": 1.0, "kind": "command_start", "batch_id": "b1", "index": 2},
+               {"t": 1.02, "kind": "monitor_cancel", "batch_id": "b1", "after_command": 1},
+               {"t": 1.03, "kind": "interference", "batch_id": "b1", "command_index": 2, "step": 13},
+               {"t": 1.5, "kind": "report", "batch_id": "b1",
+                "results": [{"index": 0, "status": "done"}, {"index": 1, "status": "done"},
+                            {"index": 2, "status": "done"}, {"index": 3, "status": "cancelled"}]}):
+        probe.listen(ev)
+    m = probe.measures(success=False)
+    assert m["cancel"] == {"ms": pytest.approx(20.0), "steps": 0}
+    assert m["cancel_boundary"] == 0 and m["honoured_boundary"] == 1 and m["stale_commands"] == 1
