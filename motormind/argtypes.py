@@ -9,6 +9,8 @@ that names the argument and the limit, exit status 2, before anything is built.
     non_negative  a finite number >= 0 (a rate where 0 means off)
     positive_int  an integer >= 1 (a size, a count)
     out_dir       a path that is a directory or does not exist yet (not a file)
+    interference  WHAT@WHEN (fetched|target|bystander @ reach|carry|between) or off
+    shift_mm      LO-HI millimetres within 0..250, returned in metres
     one_line      an error message folded onto one line (a YAML parser's message has several)
 """
 from __future__ import annotations
@@ -119,3 +121,28 @@ def out_dir(text: str) -> str:
                                          "existing)")
     return text
 
+
+
+def interference(text: str) -> str:
+    """``WHAT@WHEN`` (evaluate/interference.py), or ``off``: the setting, normalised."""
+    from .evaluate.interference import parse_setting, setting_name
+    try:
+        got = parse_setting(text, flag="")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(": ")) from None
+    return "off" if got is None else setting_name(*got)
+
+
+def shift_mm(text: str) -> tuple:
+    """``LO-HI`` millimetres (or one number) for --interference-mm: 0 < LO <= HI <= the largest
+    shift; returned in metres."""
+    from .evaluate.interference import MAX_SHIFT_M
+    top = MAX_SHIFT_M * 1000.0
+    lo_s, sep, hi_s = str(text).strip().partition("-")
+    try:
+        lo, hi = _number(lo_s), _number(hi_s if sep else lo_s)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: needs LO-HI millimetres, e.g. 50-100") from None
+    if not 0 < lo <= hi <= top:
+        raise argparse.ArgumentTypeError(f"{text}: needs 0 < LO <= HI <= {top:g} mm")
+    return (lo / 1000.0, hi / 1000.0)

@@ -22,12 +22,25 @@ def _run(args) -> int:
                    wall_budget_s=args.wall_budget, image_size=args.image_size, images=not args.no_images,
                    out=args.out, media=not args.no_media, vlm=args.vlm, vlm_set=tuple(args.vlm_set),
                    mcap=args.mcap, console=args.console, console_token=args.console_token,
-                   approval=args.approval, console_hold=args.console_hold, console_frame_hz=args.console_frame_hz)
+                   approval=args.approval, console_hold=args.console_hold, console_frame_hz=args.console_frame_hz,
+                   interference=None if args.interference == "off" else args.interference,
+                   interference_shift_m=args.interference_mm)
     s = run_episode(spec, console_sock=console_sock)
     label = " [oracle: privileged simulator state]" if s["privileged"] else ""
     print(f"{'SUCCESS' if s['success'] else 'FAILURE'}: {s['outcome']} - {s['reason']}{label}")
     print(f"  steps {s['steps']}/{s['step_budget']}, batches {s['batches']}, replans {s['replans']}, "
           f"VLM calls {s['vlm_calls']}, wall {s['episode_wall_s']:.1f} s")
+    itf = s.get("interference")
+    if itf:
+        ev, m = itf["event"], itf["measures"] or {}
+        if ev:
+            c = m.get("cancel")
+            print(f"  interference [privileged]: {ev['object']} ({ev['role']}) moved {ev['shift_m'] * 1000:.0f} mm at "
+                  f"step {ev['step']}; Monitor cancel "
+                  + (f"after {c['ms']:.0f} ms / {c['steps']} steps" if c else "none")
+                  + f"; {m.get('stale_commands')} command(s) ran on the stale plan")
+        else:
+            print(f"  interference [privileged]: did not happen ({itf['missed'] or 'its moment never came'})")
     print(f"  record: {s['run_dir']}/events.jsonl  summary: {s['run_dir']}/summary.json")
     if s.get("media"):
         print("  media: " + ", ".join(s["media"].values()))
@@ -52,8 +65,10 @@ PLUGINS = [
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    from .argtypes import Parser, host_port, non_negative, non_negative_int, out_dir, positive_int, seconds
+    from .argtypes import (Parser, host_port, interference, non_negative, non_negative_int, out_dir, positive_int,
+                           seconds, shift_mm)
     from .episode.config import WALL_BUDGET_S
+    from .evaluate.interference import SHIFT_M
     p = Parser(prog="motormind", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one LIBERO-PRO episode headless through the whole stack")
@@ -92,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "each render pauses the simulation briefly)")
     r.add_argument("--console-hold", action="store_true",
                    help="with --console: keep the console up after the episode until Ctrl-C")
+    r.add_argument("--interference", type=interference, default="off", metavar="WHAT@WHEN",
+                   help="an outside hand moves an object mid-episode (PRIVILEGED, recorded, never in a prompt): "
+                        "WHAT fetched|target|bystander, WHEN reach|carry|between, e.g. fetched@reach; off (default)")
+    r.add_argument("--interference-mm", type=shift_mm, default=SHIFT_M, metavar="LO-HI",
+                   help=f"how far it is moved, mm (seeded within LO-HI; default {SHIFT_M[0] * 1000:g}-{SHIFT_M[1] * 1000:g})")
     r.set_defaults(fn=_run)
     for name in PLUGINS:
         try:

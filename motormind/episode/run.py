@@ -37,6 +37,8 @@ class RunSpec:
     approval: bool = False              # the console starts in approval mode
     console_hold: bool = False          # keep the console up after the episode until Ctrl-C
     console_frame_hz: float = 2.0       # console frames per second mid-command (each render holds the simulator)
+    interference: str | None = None     # an object moved mid-episode: "WHAT@WHEN" (evaluate/interference.py), None: off
+    interference_shift_m: tuple | None = None   # its displacement range, m (lo, hi); None: evaluate/interference.py's
 
 
 def default_run_dir(spec: RunSpec, root: str = "runs") -> Path:
@@ -117,6 +119,13 @@ def vlm_totals(rec: Recorder) -> dict:
             tot["server_quirks"] += 1
     rec.listeners.append(listen)
     return tot
+
+
+def interference_seed(spec: RunSpec) -> int:
+    """The seed of an episode's interference (its moment, direction and distance): one per
+    suite x task x init state x seed, the same in every ablation and brain."""
+    import zlib
+    return zlib.crc32(f"{spec.suite}/{spec.task}/{spec.init_state}/{spec.seed}".encode())
 
 
 def _attach_console(spec: RunSpec, robot, rec: Recorder, progress, sock=None):
@@ -211,6 +220,15 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
                                    steps_fn=lambda: robot.steps_used, progress=progress)
         if mcap:
             runner.observers.append(mcap.observe)
+        itf = probe = None
+        itf_missed, shift = "", ()
+        if spec.interference:
+            from ..evaluate.interference import SHIFT_M, attach, parse_setting
+            setting = parse_setting(spec.interference)
+            shift = tuple(spec.interference_shift_m or SHIFT_M)
+            if setting is not None:       # PRIVILEGED: the evaluator's outside hand on the true scene
+                itf, probe, itf_missed = attach(runner, robot.scene(), setting, interference_seed(spec), shift, rec,
+                                                lambda: robot.steps_used)
         result = runner.run()
         obs = robot.observe(images=spec.images)
         if obs.images:
@@ -223,6 +241,13 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
                    "episode_wall_s": round(time.monotonic() - t0, 3), "run_dir": str(run_dir),
                    "events": rec.counts, **({"mcap": str(mcap.path)} if mcap else {})}
         rec("episode_end", **{k: summary[k] for k in ("success", "outcome", "reason", "steps", "wall_s")})
+        if spec.interference:
+            summary["interference"] = {
+                "setting": spec.interference, "shift_m": list(shift), "privileged": True,
+                "event": itf.event.to_json() if itf is not None and itf.event else None,
+                "missed": itf_missed or (itf.missed if itf is not None else ""),
+                "measures": probe.measures(bool(result.success)) if probe is not None else None}
+            rec("interference_measures", **summary["interference"])
         if spec.media:
             summary["media"] = rec.write_media()
         rec.write_json("summary.json", summary)

@@ -62,8 +62,9 @@ def _check_concurrency(a) -> None:
 
 
 def register(sub) -> None:
-    from ..argtypes import non_negative_int, out_dir, positive_int, seconds
+    from ..argtypes import interference, non_negative_int, out_dir, positive_int, seconds, shift_mm
     from ..episode.config import WALL_BUDGET_S
+    from .interference import SHIFT_M
     p = sub.add_parser("eval", help="evaluate on LIBERO-PRO suites: parallel, resumable, with reports",
                        description=__doc__)
     p.add_argument("--suites", nargs="+", default=["libero_spatial"],
@@ -81,6 +82,13 @@ def register(sub) -> None:
                         "wrong_magnitude, object_confusion, wrong_region, premature_done, missed_completion, "
                         "false_alarm, missed_alarm, or all), scope.KIND=call|plan|episode, clear_chance "
                         "(docs/evaluation.md)")
+    p.add_argument("--interference", nargs="+", type=interference, default=["off"], metavar="WHAT@WHEN",
+                   help="conditions side by side: off, and/or an object moved mid-episode by an outside hand "
+                        "(PRIVILEGED, never in a prompt): WHAT fetched|target|bystander, WHEN reach|carry|between, "
+                        "e.g. --interference off fetched@reach")
+    p.add_argument("--interference-mm", type=shift_mm, default=SHIFT_M, metavar="LO-HI",
+                   help=f"how far the object is moved, mm (seeded within LO-HI; default "
+                        f"{SHIFT_M[0] * 1000:g}-{SHIFT_M[1] * 1000:g})")
     p.add_argument("--workers", type=non_negative_int, default=1, help="local worker processes (0: run inline)")
     p.add_argument("--concurrency", type=positive_int, default=1, metavar="K",
                    help="episodes in flight per worker, each with its own simulator (threads: an episode "
@@ -130,6 +138,10 @@ def main(a) -> int:
     a.ablations = _unique(a.ablations, "--ablations")
     if a.brain == "noisy":                       # the oracle inside the noisy brain
         a.brain, a.noise = "oracle", a.noise or "seed_calibrated"
+    a.interference = _unique(a.interference, "--interference")
+    if a.backend != "libero" and a.interference != ["off"]:
+        raise ConfigError(f"--interference: needs --backend libero (the {a.backend} backend has no scene to disturb), "
+                          f"got {' '.join(a.interference)}")
     noise = _noise(a.noise)
     _check_concurrency(a)
     if a.backend == "libero":                    # every suite, task and init state exists, before any runs
@@ -141,7 +153,8 @@ def main(a) -> int:
     store = ResultStore(out)
     jobs = grid(suites, tasks, inits, seeds, a.brain, a.ablations, noise, max_steps=a.max_steps,
                 wall_budget_s=a.wall_budget, images=not a.no_images, backend=a.backend,
-                vlm=a.vlm if a.brain == "openai" else None, vlm_set=tuple(a.vlm_set) if a.brain == "openai" else ())
+                vlm=a.vlm if a.brain == "openai" else None, vlm_set=tuple(a.vlm_set) if a.brain == "openai" else (),
+                interference=a.interference, interference_shift_m=a.interference_mm)
     todo = [j for j in jobs if not store.done(j.key)]
     (out / "eval.json").write_text(json.dumps({"argv": sys.argv[1:], "episodes": len(jobs)}, indent=2))
     keys = {j.key for j in jobs}

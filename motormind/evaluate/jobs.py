@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..episode.config import ABLATIONS as _SWITCHES
 from ..episode.config import WALL_BUDGET_S, EpisodeConfig
+from .interference import SHIFT_M
 
 ABLATIONS = ("full", *(f"no_{s}" for s in _SWITCHES))     # full, no_replan, no_planner, no_monitor, ...
 
@@ -30,16 +31,24 @@ class Job:
     vlm: str | None = None               # brain openai: the VLM config (configs/vlm/NAME.yaml or a path)
     vlm_set: tuple = ()                  # brain openai: overrides of it, "key=value"
     attempt: int = 0
+    interference: str = "off"            # "WHAT@WHEN" (evaluate/interference.py) or "off"
+    interference_shift_m: tuple = SHIFT_M
 
     @property
     def key(self) -> str:
         noise = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.noise) or "-"
         brain = f"{self.brain}:{Path(self.vlm).stem}" if self.vlm else self.brain    # the VLM config's name
-        return f"{self.suite}/{self.task}/{self.init_state}/s{self.seed}/{brain}/{self.ablation}/{noise}"
+        key = f"{self.suite}/{self.task}/{self.init_state}/s{self.seed}/{brain}/{self.ablation}/{noise}"
+        if self.interference != "off":       # (keys without interference are those of earlier runs)
+            key += f"/itf={self.interference}"
+            if tuple(self.interference_shift_m) != tuple(SHIFT_M):
+                key += ":" + "-".join(f"{v * 1000:g}" for v in self.interference_shift_m) + "mm"
+        return key
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["noise"] = dict(self.noise)
+        d["interference_shift_m"] = list(self.interference_shift_m)
         d["key"] = self.key
         return d
 
@@ -63,7 +72,9 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None)
     from ..registry import build_robot
     spec = RunSpec(suite=job.suite, task=job.task, init_state=job.init_state, seed=job.seed, brain=job.brain,
                    max_steps=job.max_steps, wall_budget_s=job.wall_budget_s, images=job.images, out=run_dir,
-                   media=False, vlm=job.vlm, vlm_set=job.vlm_set)
+                   media=False, vlm=job.vlm, vlm_set=job.vlm_set,
+                   interference=None if job.interference == "off" else job.interference,
+                   interference_shift_m=tuple(job.interference_shift_m))
     robot = None
     if robot_cache is not None:
         cached = robot_cache.get("robot")
@@ -102,7 +113,17 @@ def _row(job: Job, s: dict, wall: float) -> dict:
             "overhead_s": round(max(0.0, float(s["wall_s"]) - vlm_s - motion_s), 3),
             "brain_label": s.get("brain"), "privileged": bool(s.get("privileged")),
             "instruction": s.get("instruction", ""), "simulator": s.get("simulator", {}),
-            "run_dir": s.get("run_dir", ""), "pid": os.getpid(), "slot": threading.current_thread().name}
+            "run_dir": s.get("run_dir", ""), "pid": os.getpid(), "slot": threading.current_thread().name,
+            **_interference_cols(s.get("interference"))}
+
+
+def _interference_cols(itf: dict | None) -> dict:
+    """The row's interference columns (PRIVILEGED, the evaluator's): the event, why it did not
+    happen, and its measures (evaluate/interference.py ``InterferenceProbe``)."""
+    if not itf:
+        return {}
+    return {"interference_event": itf.get("event"), "interference_missed": itf.get("missed", ""),
+            "interference_measures": itf.get("measures")}
 
 
 def _cost(s: dict) -> float | None:
@@ -164,15 +185,17 @@ def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
     return _row(job, s, time.monotonic() - t0)
 
 
-def grid(suites, tasks, inits, seeds=(0,), brain="oracle", ablations=("full",), noise=(), **kw) -> list[Job]:
+def grid(suites, tasks, inits, seeds=(0,), brain="oracle", ablations=("full",), noise=(), interference=("off",),
+         **kw) -> list[Job]:
     """Episodes ordered so consecutive ones share a task (a worker then reuses its simulator)."""
     jobs = []
     for s in suites:
         for t in tasks:
             for ab in ablations:
-                for seed in seeds:
-                    for i in inits:
-                        jobs.append(Job(s, t, i, seed, brain, ab, tuple(sorted(noise)), **kw))
+                for itf in interference:
+                    for seed in seeds:
+                        for i in inits:
+                            jobs.append(Job(s, t, i, seed, brain, ab, tuple(sorted(noise)), interference=itf, **kw))
     return jobs
 
 

@@ -100,6 +100,67 @@ def tables(rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
     return out
 
 
+def _itf(r: dict) -> str:
+    return r.get("interference") or "off"
+
+
+def _rate(rs: list[dict]) -> str:
+    if not rs:
+        return "-"
+    k, n = sum(bool(r["success"]) for r in rs), len(rs)
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} {100 * k / n:.0f}% [{100 * lo:.0f}, {100 * hi:.0f}]"
+
+
+def _mid(d: dict | None, unit: str) -> str:
+    if not d or not d.get("n"):
+        return "-"
+    return f"{d[unit + '_median']:g} / {d[unit + '_p90']:g}"
+
+
+def _parts(d: dict, keys) -> str:
+    return "-" if d.get(keys[0]) is None else " / ".join(f"{d[k]:g}" for k in keys)
+
+
+def interference_tables(rows: list[dict]) -> list[str]:
+    """Markdown: success with and without interference side by side per suite and ablation, and
+    the interference measures (evaluate/interference.py) per condition. Empty without interference."""
+    from .interference import summarize_measures
+    conds = list(dict.fromkeys(["off"] + [_itf(r) for r in rows]))
+    if conds == ["off"]:
+        return []
+    lines = ["## Interference, side by side", "",
+             "An outside hand (PRIVILEGED: the evaluator's, never in a prompt) moves an object mid-episode "
+             "(evaluate/interference.py). Success [95% Wilson] per condition:", "",
+             "| suite | ablation | " + " | ".join(conds) + " |", "|---|---|" + "---|" * len(conds)]
+    for (suite, ab), rs in group(rows, lambda r: (r["suite"], r["ablation"])).items():
+        lines.append(f"| {suite} | {ab} | " + " | ".join(_rate([r for r in rs if _itf(r) == c]) for c in conds) + " |")
+    lines += ["", "What it cost, over the episodes where the object was moved (median / p90; ms of wall "
+              "clock and control steps from the moment it was moved):", "",
+              "| suite | ablation | condition | moved / episodes | Monitor cancels | to cancel ms | to cancel steps "
+              "| boundary seen; honoured (median / max) | to next batch ms | to next batch steps | to success ms "
+              "| to success steps | stale commands (median / p90 / max) | VLM calls after (median) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (suite, ab, c), rs in group([r for r in rows if _itf(r) != "off"],
+                                    lambda r: (r["suite"], r["ablation"], _itf(r))).items():
+        m = summarize_measures(rs)
+        b, h, st = m["cancel_boundary"], m["honoured_boundary"], m["stale_commands"]
+        lines.append(f"| {suite} | {ab} | {c} | {m['interfered']}/{len(rs)} | {m['cancel']['n']} "
+                     f"| {_mid(m['cancel'], 'ms')} | {_mid(m['cancel'], 'steps')} "
+                     f"| {_parts(b, ('median', 'max'))}; {_parts(h, ('median', 'max'))} "
+                     f"| {_mid(m['next_batch'], 'ms')} | {_mid(m['next_batch'], 'steps')} "
+                     f"| {_mid(m['success'], 'ms')} | {_mid(m['success'], 'steps')} "
+                     f"| {_parts(st, ('median', 'p90', 'max'))} "
+                     f"| {'-' if m['recovery_vlm_calls_median'] is None else m['recovery_vlm_calls_median']} |")
+    missed = [r for r in rows if _itf(r) != "off" and not r.get("interference_event")]
+    if missed:
+        why = defaultdict(int)
+        for r in missed:
+            why[r.get("interference_missed") or "its moment never came"] += 1
+        lines += ["", "Not moved: " + "; ".join(f"{n} x {w}" for w, n in sorted(why.items()))]
+    return lines + [""]
+
+
 def markdown(rows: list[dict], title: str = "MotorMind evaluation") -> str:
     lines = [f"# {title}", ""]
     if not rows:
@@ -118,6 +179,7 @@ def markdown(rows: list[dict], title: str = "MotorMind evaluation") -> str:
     lines.append("")
     for name, tab in tables(rows).items():
         lines += [f"## {name.capitalize()}", "", HEADER] + [_fmt_row(k, s) for k, s in tab] + [""]
+    lines += interference_tables(rows)
     return "\n".join(lines)
 
 

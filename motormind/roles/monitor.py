@@ -72,7 +72,8 @@ class Monitor(Role):
                 if res.value is not None and res.value["cancel"] and not token.cancelled:
                     reason = res.value["reason"]
                     token.cancel(reason, source="monitor")
-                    alert = {"batch_id": ctx.get("batch_id"), "reason": reason, "brain": res.brain}
+                    alert = {"batch_id": ctx.get("batch_id"), "reason": reason, "brain": res.brain,
+                             "after_command": (ctx.get("last_command") or {}).get("index")}   # the snapshot's boundary
                     self.alerts.append(alert)
                     self.record("monitor_cancel", **alert)
             finally:

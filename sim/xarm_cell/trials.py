@@ -48,6 +48,7 @@ class TrialResult:
     missed: str = ""                  # why the planned interference could not happen
     fault: str = ""
     trial: dict = field(default_factory=dict)
+    interference_measures: dict | None = None   # evaluate/interference.py InterferenceProbe (ms; no steps here)
 
 
 def _pct(xs, q):
@@ -80,25 +81,20 @@ def summarize(results: list[TrialResult]) -> dict:
                                    "p90": _pct([r.episode_s for r in rs], 0.9)},
                      "outcomes": outcomes}
         if name == "on":
+            from motormind.evaluate.interference import summarize_measures
             ev = [r for r in rs if r.event]
             out[name]["interfered"] = len(ev)
+            out[name]["measures"] = summarize_measures([asdict(r) for r in rs])
             out[name]["by_moment"] = {w: {"n": len(g), "successes": sum(r.success for r in g)}
                                       for w in ("reach", "carry") if (g := [r for r in ev if r.event["when"] == w])}
     return out
 
 
-HAND_CLEAR_M = 0.12          # the outside hand puts nothing closer than this (xy) to the gripper
-
-
 def _spot_check(profile, z_m: float, emu):
-    """Where the outside hand may put an object: reachable for a grasp (inside the profile's
-    workspace at grasp height) and not under or beside the gripper (a person does not drop a block
-    onto the descending fingers)."""
-    def ok(xy) -> bool:
-        tcp = emu.snapshot()["pose_mm_deg"]
-        far = ((xy[0] - tcp[0] / 1000.0) ** 2 + (xy[1] - tcp[1] / 1000.0) ** 2) ** 0.5 >= HAND_CLEAR_M
-        return far and not profile.in_workspace([xy[0] * 1000.0, xy[1] * 1000.0, z_m * 1000.0])
-    return ok
+    """Where the outside hand may put an object (evaluate/interference.py ``spot_check``), the
+    gripper's position read from the emulator."""
+    from motormind.evaluate.interference import spot_check
+    return spot_check(profile, z_m, lambda: tuple(v / 1000.0 for v in emu.snapshot()["pose_mm_deg"][:2]))
 
 
 def run_trials(scene: str = "placement", n: int = 40, interference: str = "both", seed: int = 0,
@@ -106,7 +102,7 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                vlm_set=(), images: bool = False, wall_budget_s: float = 300.0, report_hz: float = 5.0,
                progress=None) -> dict:
     from motormind.components import EpisodeConfig
-    from motormind.evaluate.interference import InterferencePlan, Interferer
+    from motormind.evaluate.interference import InterferencePlan, InterferenceProbe, Interferer
     from motormind.profile import load_profile
     from motormind.record import Recorder
     from motormind.robots.xarm6 import XArm6Robot
@@ -148,8 +144,10 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                 ecfg = EpisodeConfig(wall_budget_s=wall_budget_s, images=images)
                 runner = EpisodeRunner(robot, b, trial.instruction, rec, ecfg, success_fn=emu.scene.success,
                                        steps_fn=lambda: 0)
-                itf = None
+                itf = probe = None
                 if cond == "on":
+                    probe = InterferenceProbe(lambda: -1)      # the real-time arm counts no control steps
+                    rec.listeners.append(probe.listen)
                     when = "reach" if s % 2 == 0 else "carry"
                     plan = InterferencePlan.seeded(s, when, cfg.interference_shift_m)
                     itf = Interferer(plan, emu.scene, trial.goal[0], emu.scene.table_bounds(),
@@ -175,6 +173,9 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                                 itf.event.to_json() if itf and itf.event else None, itf.missed if itf else "",
                                 fault or (str(robot.fault) if robot.fault else ""), trial.to_json())
                 rec("trial_end", **{k: v for k, v in asdict(r).items() if k != "trial"})
+                if probe is not None:
+                    r.interference_measures = probe.measures(ok)
+                    rec("interference_measures", **(r.interference_measures or {}))
                 rec.close()
                 results.append(r)
                 moved = f", moved {r.event['object']} {r.event['shift_m'] * 1000:.0f} mm ({r.event['when']})" \
@@ -211,6 +212,12 @@ def format_summary(s: dict) -> str:
                      f"{c['wilson95'][1]:.1%}; seed paper {c['seed_paper']:.0%}); placement error median "
                      f"{e['median']} mm, p90 {e['p90']} mm, max {e['max']} mm; episode median "
                      f"{c['episode_s']['median']} s; outcomes {c['outcomes']}")
+        m = c.get("measures")
+        if m and m["interfered"]:
+            lines.append(f"       moved {m['interfered']}; Monitor cancels {m['cancel']['n']} (interference -> cancel "
+                         f"median {m['cancel']['ms_median']} ms, p90 {m['cancel']['ms_p90']} ms; -> success median "
+                         f"{m['success']['ms_median']} ms); stale commands median {m['stale_commands']['median']}, "
+                         f"max {m['stale_commands']['max']}")
     rt = s["realtime"]
     lines.append(f"  real-time factor {rt['factor']} ({rt['sim_s']} s simulated in {rt['wall_s']} s); the physics "
                  f"alone steps {rt['physics_capacity']}x faster than real time")

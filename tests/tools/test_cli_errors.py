@@ -102,6 +102,15 @@ def cases(tmp, busy, dead, profiles):
         (["serve-brain", "--latency", "soon"], "--latency 'soon': expected SECONDS, MEAN~SPREAD or ROLE=MEAN[~SPREAD]"),
         (["serve-brain", "--latency", "-1"], "--latency.mean_s: must be a finite number of seconds >= 0, got -1.0"),
         (["serve-brain", "--latency", "boss=1"], "--latency: unknown role 'boss'"),
+        (["run", "--interference", "hand@reach"], "argument --interference: 'hand@reach' is not WHAT@WHEN with WHAT "
+         "one of fetched, target, bystander and WHEN one of reach, carry, between"),
+        (["run", "--interference-mm", "0-300"], "argument --interference-mm: 0-300: needs 0 < LO <= HI <= 250 mm"),
+        (["eval", "--backend", "fake", "--interference", "off", "fetched@lunch"], "argument --interference: "
+         "'fetched@lunch' is not WHAT@WHEN"),
+        (["eval", "--backend", "fake", "--interference-mm", "80-40"],
+         "argument --interference-mm: 80-40: needs 0 < LO <= HI <= 250 mm"),
+        (["eval", "--backend", "fake", "--interference", "off", "fetched@reach"],
+         "--interference: needs --backend libero (the fake backend has no scene to disturb), got off fetched@reach"),
         (["console", "--robot", "fake", "--brain", "openai", *dead_vlm],
          f"--vlm: the endpoint http://127.0.0.1:{dead}/v1 is not reachable: cannot connect"),
     ]

@@ -18,9 +18,13 @@ The Executor is closed-loop: every batch is computed afresh from the current pos
 a disturbance is answered by the next batch. A subgoal it did not plan (the no-planner ablation
 hands the Executor the whole instruction as its one subgoal) is scripted whole from the goal, as a
 perfect VLM executor would: the steps its Planner would have made, each checked as its Verifier
-would before the next begins, one ``done`` claim at the very end (``_whole_task``). Monitor and
-Memory answers use only the measured state in their prompts, never the scene, so they can run on
-their own threads.
+would before the next begins, one ``done`` claim at the very end (``_whole_task``). Memory answers
+use only the measured state in their prompts. The Monitor uses the measured state for a missed
+grasp or a drop and, PRIVILEGED, the true object poses for a scene that no longer matches the
+batch: the object the batch works on (the one to grasp, the support to carry to or put on) more
+than ``MOVED_M`` from where it was when the batch was computed (an outside hand moved it) cancels
+the rest of the batch, labelled privileged; the next batch is computed from the scene as it is. (It
+reads the scene on the Monitor's thread, under the simulator's lock.)
 """
 from __future__ import annotations
 
@@ -41,6 +45,8 @@ APPROACH_M = 0.05          # pre-grasp height above the grasp point
 TEST_LIFT_M = 0.02         # a grasp batch ends lifting this much: the Verifier sees whether it holds
 HOLD_MIN_MM = pp.HOLD_MIN_MM
 RELEASE_M = pp.RELEASE_M
+MOVED_M = 0.02             # the Monitor's privileged check: an object the batch works on this far (xy) from
+                           # where it was when the batch was computed is a scene the batch was not made for
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
 
 
@@ -88,6 +94,7 @@ class OracleBrain(Brain):
         self.last_report = ""       # the Executor's last report, as its prompt shows it
         self.scripts: dict = {}     # subgoal id it did not plan -> _Script: the whole task, step by step
         self.on_plan = None         # plan hook (subgoals, specs) -> None: a wrapper's grounding errors (brains/noisy.py)
+        self.planned_at: dict = {}  # subgoal id -> {body: its origin (x, y) when the last batch was computed}
 
     def respond(self, req: BrainRequest) -> BrainReply:
         t0 = time.perf_counter()
@@ -161,6 +168,7 @@ class OracleBrain(Brain):
         pose = pp.Pose.from_state(json.loads(ctx["state"]))
         w = self.world()
         self.last_report = str(ctx.get("last_report") or "")
+        self.planned_at[ctx["subgoal_id"]] = {n: tuple(w.bodies[n].pos[:2]) for n in self._worked_on(w, kind, a, b)}
         fn = getattr(self, f"_x_{kind}", None)
         if fn is not None:
             cmds, done = fn(w, pose, a, b, pred)
@@ -400,7 +408,34 @@ class OracleBrain(Brain):
             ev = f"goal predicates {'all hold' if ok else 'do not all hold'}"
         return {"achieved": bool(ok), "evidence": ev + " (privileged simulator state)"}
 
-    # -- monitor and memory (measured state only) ---------------------------------------------
+    @staticmethod
+    def _worked_on(w: World, kind: str, a, b) -> list[str]:
+        """The bodies a batch of ``kind`` is computed for and that should stay put while it runs: the
+        object to grasp; the support to carry to or place on (its region's owner); none otherwise
+        (a pushed object moves by design; articulated fixtures move by their joints)."""
+        if kind == "grasp":
+            names = [a]
+        elif kind in ("carry", "place", "push"):
+            names = [b if b in w.bodies else (w.regions.get(b) or {}).get("parent")]
+        else:
+            names = []
+        return [n for n in names if n in w.bodies]
+
+    def _moved(self, sgid: str) -> tuple[str, float] | None:
+        """PRIVILEGED: (body, metres) of a body the batch for ``sgid`` works on that is now more than
+        MOVED_M from where it was when the batch was computed, else None."""
+        then = self.planned_at.get(sgid)
+        if not then:
+            return None
+        bodies = self.scene.world()["bodies"]
+        for n, xy in then.items():
+            if n in bodies:
+                d = float(np.hypot(bodies[n]["pos"][0] - xy[0], bodies[n]["pos"][1] - xy[1]))
+                if d > MOVED_M:
+                    return n, d
+        return None
+
+    # -- monitor (measured state; the moved-object check privileged) and memory ------------------
     def _monitor(self, ctx: dict) -> dict:
         st = ctx.get("state", {})
         st = json.loads(st) if isinstance(st, str) else st
@@ -412,6 +447,11 @@ class OracleBrain(Brain):
             return {"cancel": True, "reason": f"grasp missed: the fingers closed to {width:.1f} mm"}
         if kind == "carry" and width < HOLD_MIN_MM:
             return {"cancel": True, "reason": f"object dropped: finger gap {width:.1f} mm while carrying"}
+        moved = self._moved(ctx.get("subgoal_id"))
+        if moved is not None:
+            return {"cancel": True, "reason": f"the {moved[0]} is no longer where this batch was computed for "
+                                              f"({moved[1] * 1000:.0f} mm away; privileged simulator state): "
+                                              "the rest of the batch would act on a stale scene"}
         return {"cancel": False, "reason": "nominal"}
 
     def _memory(self, ctx: dict) -> dict:
