@@ -94,8 +94,8 @@ def register(sub) -> None:
                    help="episodes in flight per worker, each with its own simulator (threads: an episode "
                         "waiting for its VLM holds no core); at most what memory allows (docs/evaluation.md)")
     p.add_argument("--max-in-flight", type=positive_int, default=None, metavar="N",
-                   help="--brain openai: at most N requests in flight to one endpoint per worker, shared by its "
-                        "episodes (a 429 there slows them all); default: no cap")
+                   help="--brain openai: at most N requests in flight to the run's endpoint, shared by every "
+                        "episode of every worker (a 429 there slows them all); default: no cap")
     p.add_argument("--vlm", default=None, metavar="CONFIG",
                    help="--brain openai: the VLM config (configs/vlm/NAME.yaml or a path), e.g. remote-oracle "
                         "for a standalone `motormind serve-brain`")
