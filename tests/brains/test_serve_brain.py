@@ -72,7 +72,7 @@ def test_answers_from_the_reach_oracle_over_the_real_client_and_concurrent_roles
         cfg = load_vlm_config("local-oracle", [f"base_url={srv.url}", "serve=null", "send_context=true",
                                                "privileged=true"])
         brain = OpenAIBrain(cfg, on_event=rec)
-        robot = FakeRobot()
+        robot = FakeRobot(realtime=True)     # motion takes its time: the Monitor sees it under way
         res = EpisodeRunner(robot, brain, "reach", rec, EpisodeConfig(max_batches=10),
                             success_fn=lambda: rb.success(robot)).run()
         brain.close()
