@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 from console_client import ConsoleClient
-from waiting import wait_for
+from waiting import wait_for, written_events
 
 from motormind.brains.scripted import ScriptedBrain
 from motormind.console.brain import OperatorOnlyBrain
@@ -42,7 +42,7 @@ def console(tmp_path):
 def events(tmp_path, kind):
     out = []
     for f in sorted((tmp_path / "runs").rglob("events.jsonl")):
-        out += [e for e in map(json.loads, f.read_text().splitlines()) if e["kind"] == kind]
+        out += written_events(f, kind)
     return out
 
 

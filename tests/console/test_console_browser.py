@@ -19,7 +19,7 @@ from motormind.brains.scripted import ScriptedBrain  # noqa: E402
 from motormind.console.session import EpisodeHost  # noqa: E402
 from motormind.profile import load_profile  # noqa: E402
 from motormind.robots.fake import FakeRobot  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from waiting import wait_for, written_events  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -84,7 +84,7 @@ def frame_bytes(host, camera="front") -> bytes:
 def events(run_root: Path, kind: str) -> list:
     out = []
     for f in sorted(run_root.rglob("events.jsonl")):
-        out += [e for e in map(json.loads, f.read_text().splitlines()) if e["kind"] == kind]
+        out += written_events(f, kind)
     return out
 
 

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 from console_client import ConsoleClient
-from waiting import wait_for
+from waiting import wait_for, written_events
 
 from motormind.console.inprocess import InProcessRuntime
 from motormind.console.server import REFUSALS_PER_MIN, ConsoleServer, _Refusals
@@ -37,7 +37,7 @@ def srv(tmp_path):
 def recorded(server, kind="operator_action"):
     if not server.rec_path.exists():
         return []
-    return [e for e in map(json.loads, server.rec_path.read_text().splitlines()) if e["kind"] == kind]
+    return written_events(server.rec_path, kind)
 
 
 def exchange(server, data: bytes, timeout: float = 5.0, hold: bool = True) -> tuple[bytes, float]:
