@@ -78,7 +78,9 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None)
     robot = None
     if robot_cache is not None:
         cached = robot_cache.get("robot")
-        if cached is not None and (cached.suite_name, cached.task_index) == (job.suite, job.task):
+        # same seed too: a simulator pins its fixtures' draw per seed at its first reset with it
+        # (sim/libero_pro/backend.py _pin_fixtures), so a new seed gets a fresh simulator
+        if cached is not None and (cached.suite_name, cached.task_index, cached.seed) == (job.suite, job.task, job.seed):
             robot = cached
         else:
             if cached is not None:
