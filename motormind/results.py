@@ -55,6 +55,7 @@ class Outcome(Word):
     GAVE_UP = "gave_up"
     FAULT = "fault"
     STOPPED = "stopped"
+    CLAIMED_DONE = "claimed_done"              # the stack accepted every subgoal; the success check disagrees
 
 
 class FaultKind(Word):

@@ -121,13 +121,21 @@ class EpisodeBook:
             self.verifier_rejections += 1
 
     def plan_verified(self, has_success_check: bool, success: Callable[[], bool]) -> bool:
-        """Every subgoal of the plan was verified. On a robot without a privileged success check the
-        Verifier has the last word: the episode ends in success. In simulation the evaluator's check
-        decides. True: no replan (the episode ended, or the success check holds); False: escalate."""
+        """Every subgoal of the plan was accepted (verified, or claimed with the Verifier off). The
+        stack believes the task done, and its word ends the episode: on a robot without a privileged
+        success check, in success; in simulation the evaluator's check scores it (success, or
+        ``claimed_done``). With ``end_when_plan_done`` off, a failing check sends the plan back to
+        the Planner instead. True: no replan (the episode ended, or the success check holds)."""
         if not has_success_check:
             self.finish(Outcome.SUCCESS, "every subgoal verified (no privileged success check)")
             return True
-        return bool(success())
+        if success():
+            return True
+        if self.cfg.end_when_plan_done:
+            self.finish(Outcome.CLAIMED_DONE, "every subgoal was accepted as done, but the task's success "
+                                              "check does not hold (PRIVILEGED)")
+            return True
+        return False
 
     def on_plan(self, decision) -> bool:
         """True when the decision (a ``components.PlanDecision``) ends the episode (the planner gave up)."""

@@ -25,6 +25,12 @@ class EpisodeConfig:
     monitor: bool = True
     verifier: bool = True
     memory: bool = True
+    # The stack's own word ends the episode: once every subgoal is accepted (verified, or claimed
+    # with the Verifier off) the episode ends, and in simulation the success check scores it
+    # (claimed_done when it does not hold). False: that plan goes back to the Planner, so the
+    # privileged check steers the episode (the behaviour before issue 20; a premature claim then
+    # costs only a replan, and removing the Verifier could not hurt).
+    end_when_plan_done: bool = True
 
     def __post_init__(self) -> None:
         check_fields(self)

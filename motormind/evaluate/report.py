@@ -25,6 +25,8 @@ def failure_cause(r: dict) -> str:
     o = r.get("outcome", "")
     if o in ("step_budget", "wall_budget", "batch_budget"):
         return "budget ran out"
+    if o == "claimed_done":                  # the stack said done, the success check disagrees
+        return "false completion"
     if o in ("fault", "error", "worker_died"):
         return "fault" if o == "fault" else o.replace("_", " ")
     if r.get("verifier_rejections"):

@@ -73,7 +73,13 @@ def test_executor_escalates_after_repeated_failures_and_advances_on_verdicts():
     assert last.exhausted and ex.exhausted
     book = EpisodeBook(cfg)
     assert book.plan_verified(False, lambda: False) and book.outcome == "success"   # a robot: the Verifier decides
-    assert not EpisodeBook(cfg).plan_verified(True, lambda: False)                  # sim: the evaluator decides
+    sim = EpisodeBook(cfg)                       # sim: the stack's word ends it, the success check scores it
+    assert sim.plan_verified(True, lambda: False) and sim.outcome == "claimed_done"
+    assert "success check does not hold" in sim.reason
+    ok = EpisodeBook(cfg)
+    assert ok.plan_verified(True, lambda: True) and not ok.over        # (the loop head records the success)
+    steer = EpisodeBook(EpisodeConfig(end_when_plan_done=False))        # the old way: back to the Planner
+    assert not steer.plan_verified(True, lambda: False) and not steer.over
 
 
 def test_book_checks_budgets_in_order():

@@ -93,3 +93,29 @@ def test_monitor_cancels_queued_commands(tmp_path):
     assert "cancelled" in statuses and statuses[0] == "done"
     assert any("wrong object" in r["reason"] for r in rep["results"])
     assert any(e["kind"] == "monitor_cancel" for e in ev)
+
+
+def test_a_false_completion_claim_ends_the_episode_and_the_check_scores_it(tmp_path):
+    """The stack's word ends the episode (issue 20): with the Verifier off, the Executor's claim on
+    the last subgoal is accepted (here falsely: it moved instead of closing the gripper), and the
+    success check, which the stack never sees, scores the end as claimed_done."""
+    (tmp_path / "a").mkdir()
+    res, robot, brain, ev = run(tmp_path / "a", {"planner": [PLAN], "executor": [B1, B1]},
+                                lambda r: r.gripper < 0.05, verifier=False)
+    assert res.outcome == "claimed_done" and not res.success and res.batches == 2 and res.replans == 0
+    assert robot.gripper > 0.05 and brain.calls("verifier") == 0
+    assert "success check does not hold" in res.reason and not [e for e in ev if e["kind"] == "replan"]
+    # the Verifier catches the same claim: rejected, replanned, then done
+    (tmp_path / "b").mkdir()
+    res, robot, brain, ev = run(tmp_path / "b", {"planner": [PLAN, PLAN], "executor": [B1, B1, B1, B2],
+                                                 "verifier": [{"achieved": True, "evidence": "moved"},
+                                                              {"achieved": False, "evidence": "gripper open"},
+                                                              {"achieved": True, "evidence": "moved"},
+                                                              {"achieved": True, "evidence": "closed"}]},
+                                lambda r: r.gripper < 0.05)
+    assert res.success and res.verifier_rejections == 1 and res.replans == 1
+    # before issue 20 the privileged check sent the accepted plan back to the Planner instead
+    (tmp_path / "c").mkdir()
+    res, robot, brain, ev = run(tmp_path / "c", {"planner": [PLAN, PLAN], "executor": [B1, B1, B1, B2]},
+                                lambda r: r.gripper < 0.05, verifier=False, end_when_plan_done=False)
+    assert res.success and res.replans == 1 and res.batches == 4

@@ -102,6 +102,7 @@ def test_report_groups_and_labels():
     assert split_suite("libero_object") == ("libero_object", "base")
     assert split_suite("libero_object_swap") == ("libero_object", "swap")
     assert failure_cause(r) == "budget ran out"
+    assert failure_cause({**r, "outcome": "claimed_done"}) == "false completion"   # not "verifier rejections"
     md = markdown([r, {**r, "key": "k2", "success": True}])
     assert "privileged" in md and "| libero_spatial_swap | 1/2 |" in md and "| swap | 1/2 |" in md
 
