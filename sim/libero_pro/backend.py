@@ -120,6 +120,10 @@ class LiberoRobot(Robot):
         t0 = time.perf_counter()
         with _PROCESS_STATE, _suites.stdout_to_stderr():
             from libero.libero.envs.env_wrapper import ControlEnv
+            # the constructor's own reset draws from numpy's global generator, whose state is what
+            # the process did last (another thread's episode): seed it, so the draws that follow
+            # (the fixtures _pin_fixtures keeps) do not depend on the process's history
+            np.random.seed(self.seed)
             for cam in self._cameras:
                 if not isinstance(cam, str):
                     raise ConfigError(f"cameras: names must be strings, got {cam!r}")
