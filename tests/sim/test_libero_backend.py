@@ -5,6 +5,7 @@ One env for the whole module (construction + hard reset is ~10 s with a renderer
 """
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -135,6 +136,45 @@ def test_images_upright_and_sized(robot):
     top, bottom = up[:q].astype(float), up[-q:].astype(float)
     assert bottom.mean() > top.mean() + 20
     assert bottom[..., 0].mean() > bottom[..., 2].mean() + 15     # wood: red > blue
+
+
+@pytest.mark.sim
+def test_images_are_robosuites_pixel_for_pixel(robot):
+    """The shared, lazily built render context (sim/libero_pro/render.py) gives the image
+    robosuite's own per-simulator context gives, for both cameras and a size over the model's
+    offscreen buffer; a second simulator of the scene (another task of the suite: the same meshes
+    and textures) renders through the same context."""
+    from robosuite.utils.binding_utils import MjRenderContextOffscreen
+
+    from motormind.sim.libero_pro import LiberoRobot
+    from motormind.sim.libero_pro import render as shared
+    sim = robot._env.env.sim
+    assert sim._render_context_offscreen is None, "the env is built without robosuite's renderer"
+    robot.render("agentview")
+    before = shared.contexts()
+    ref_ctx = MjRenderContextOffscreen(sim, device_id=-1)
+    ref_ctx.vopt.geomgroup[0], ref_ctx.vopt.geomgroup[1] = 0, 1       # what LIBERO's env sets
+    try:
+        for cam in robot.camera_names:
+            for size in (IMAGE_SIZE, 700):
+                ref_ctx.gl_ctx.make_current()    # robosuite renders into whatever context is current
+                ref = sim.render(camera_name=cam, width=size, height=size)
+                mine = robot.render(cam, size=size, upright=False)
+                assert mine.shape == ref.shape == (size, size, 3)
+                assert np.array_equal(mine, ref), (cam, size)
+    finally:
+        # mjr_freeContext deletes GL objects by id in whatever context is current: robosuite's
+        # must be current when it is freed, or it frees the shared context's textures
+        ref_ctx.gl_ctx.make_current()
+        sim._render_context_offscreen = None
+        del ref_ctx
+        gc.collect()
+    other = LiberoRobot("libero_spatial", task=1, init_state=0, seed=0, image_size=32)
+    try:
+        assert other.observe(images=True).images["agentview"].shape == (32, 32, 3)
+        assert shared.contexts() == before
+    finally:
+        other.close()
 
 
 @pytest.mark.sim
@@ -283,8 +323,51 @@ def test_a_reset_episode_is_the_same_on_a_reused_simulator():
         _move(robot, [0.03, 0.02, -0.02])
         robot.reset(1)
         robot.reset(0)
+        assert robot.timings["reset_kind"] == "soft"
         again = _fingerprint(robot)
         for a, b in zip(first, again):
             np.testing.assert_array_equal(a, b)
     finally:
         robot.close()
+
+
+def _rollout(robot) -> list:
+    """A contact-rich command sequence (down onto the scene, grasp, lift, across, release): the
+    whole state after each motion."""
+    out = []
+    for d in ([0, 0, -0.12], [0.05, 0.03, 0], [0, 0, -0.08], 0.0, [0, 0, 0.1], [-0.04, 0.02, -0.1], 1.0):
+        o = robot.observe()
+        p0, r0 = o.eef_pos_m, quat_to_mat(o.eef_quat_xyzw)
+        if isinstance(d, float):
+            m = Motion("gripper", p0, r0, gripper=d, max_steps=30)
+        else:
+            m = Motion("move", p0 + np.asarray(d), r0, max_steps=60)
+        robot.execute(m, threading.Event())
+        out.append(robot._env.env.sim.get_state().flatten().copy())
+    return out
+
+
+@pytest.mark.sim
+def test_a_soft_reset_episode_is_a_fresh_simulators_bit_for_bit():
+    """Later resets with a seed keep the model (robosuite's soft reset, ~0.3 s instead of ~3.5 s)
+    and must give the episode a freshly built simulator gives: without restoring the gripper's
+    rate-limited command, the same rollout drifted 5e-5 m after a grasp."""
+    from motormind.sim.libero_pro import LiberoRobot
+    fresh = LiberoRobot("libero_spatial", task=4, init_state=0, seed=0, image_size=32)
+    try:
+        assert fresh.timings["reset_kind"] == "hard"
+        want = _rollout(fresh)
+    finally:
+        fresh.close()
+    reused = LiberoRobot("libero_spatial", task=4, init_state=1, seed=0, image_size=32)
+    try:
+        _rollout(reused)                      # leave the gripper closed-then-open, objects moved
+        reused.reset(0)
+        assert reused.timings["reset_kind"] == "soft"
+        got = _rollout(reused)
+        for i, (a, b) in enumerate(zip(want, got)):
+            np.testing.assert_array_equal(a, b, err_msg=f"after motion {i}")
+        reused.reset(0, seed=1)
+        assert reused.timings["reset_kind"] == "hard", "a new seed draws the fixtures again"
+    finally:
+        reused.close()
