@@ -9,7 +9,9 @@ slot busy. All the episodes of a worker share its per-endpoint gates (``brains/g
 ``max_in_flight`` requests to one endpoint, and a 429 there slows all of them.
 A worker announces each job before it starts, so when a worker dies its jobs in flight are known,
 rerun on a fresh worker (up to ``max_attempts`` times) and recorded as ``worker_died`` if they keep
-killing workers; the jobs it had been given but not started go back to the queue.
+killing workers; the jobs it had been given but not started go back to the queue. A worker ends
+with the coordinator, however the coordinator ends (``lifeline.py``): a killed ``motormind eval``
+leaves no simulator running, and rerunning it resumes.
 """
 from __future__ import annotations
 
@@ -44,10 +46,13 @@ def _run_dir(out_dir: str, job: Job) -> str:
 
 
 def _worker(wid: int, jobs, results, out_dir: str, concurrency: int = 1, max_in_flight: int | None = None,
-            shared=None) -> None:
+            shared=None, parent: int | None = None) -> None:
     import threading
 
     from ..brains.gate import Gates
+    from ..lifeline import follow_parent
+    if parent is not None and not follow_parent(parent):   # ends with the coordinator, however it ends
+        return
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     gates = Gates(max_in_flight, shared)
 
@@ -125,8 +130,8 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
 
     def spawn():
         nonlocal next_id
-        p = ctx.Process(target=_worker, args=(next_id, jq, rq, out_dir, concurrency, max_in_flight, shared),
-                        daemon=True)
+        p = ctx.Process(target=_worker, args=(next_id, jq, rq, out_dir, concurrency, max_in_flight, shared,
+                                              os.getpid()), daemon=True)
         p.start()
         procs[next_id] = p
         next_id += 1

@@ -6,9 +6,9 @@ launcher dies, however it dies (``kill -9`` included), so no node outlives its l
 a node's ordinary stop (``base.spin``): the Controller stops the robot and removes its restart
 marker, and a node whose shutdown hangs ends itself after ``base.SHUTDOWN_GRACE_S``.
 
-On Linux the kernel sends the signal: ``prctl(PR_SET_PDEATHSIG, SIGTERM)``, which fires when the
-*thread* that started the child ends, so the launcher starts (and restarts) every node from the one
-thread that supervises them. Elsewhere a daemon thread watches the parent pid twice a second.
+The tie is ``motormind/lifeline.py``'s (the kernel's parent-death signal, which fires when the
+*thread* that started the child ends), so the launcher starts (and restarts) every node from the one
+thread that supervises them.
 A node started by ``ros2 launch`` (no such variable) is left to ``ros2 launch``.
 
 A node whose launcher is gone has lost the pipe its output went to: ``keep_output()`` sends what
@@ -19,30 +19,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
+from ..lifeline import follow_parent
+
 ENV = "MOTORMIND_LAUNCHER_PID"
-_PR_SET_PDEATHSIG = 1          # linux/prctl.h
-
-
-def _parent_death_signal(sig: int) -> bool:
-    """Ask the kernel for ``sig`` when the parent dies (Linux); False where that is not available."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _watch_parent(parent: int, period_s: float = 0.5) -> None:
-    while os.getppid() == parent:
-        threading.Event().wait(period_s)
-    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def follow_launcher(env=None) -> int | None:
@@ -56,9 +38,7 @@ def follow_launcher(env=None) -> int | None:
         return None
     if parent <= 1:
         return None
-    if not _parent_death_signal(signal.SIGTERM):
-        threading.Thread(target=_watch_parent, args=(parent,), name="motormind-lifeline", daemon=True).start()
-    if os.getppid() != parent:         # it died before the tie was made: the signal will never come
+    if not follow_parent(parent, signal.SIGTERM):   # it died before the tie was made: no signal will come
         print(f"the launcher (pid {parent}) is gone: not starting", file=sys.stderr, flush=True)
         raise SystemExit(1)
     return parent

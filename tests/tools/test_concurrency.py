@@ -66,6 +66,52 @@ def test_a_killed_concurrent_run_resumes_losing_and_duplicating_nothing(tmp_path
     assert [strip(r) for r in final[:len(first)]] == [strip(r) for r in first]   # nothing rewritten
 
 
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_coordinator_takes_its_workers_with_it(tmp_path):
+    """kill -9 of the coordinator alone (not its process group): its worker processes, episodes in
+    flight, end too instead of running on with their simulators."""
+    out = tmp_path / "ev"
+    p = subprocess.Popen(EVAL + ["--backend", "fake", "--suites", "fake", "--tasks", "0-1", "--inits", "0-5",
+                                 "--workers", "2", "--out", str(out)],
+                         env={**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "0.5"}, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out / "results.jsonl").exists():
+            time.sleep(0.05)
+        workers = [c for c in _children(p.pid)
+                   if "spawn_main" in open(f"/proc/{c}/cmdline").read().replace("\0", " ")]
+        assert len(workers) == 2, workers
+        p.kill()
+        p.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.05)
+        assert not any(_alive(w) for w in workers)
+    finally:
+        p.kill()
+
+
 def _served(tmp_path, name, srv, extra):
     out = tmp_path / name
     p = subprocess.run(EVAL + ["--backend", "fake", "--suites", "fake", "--tasks", "0", "--inits", "0-5",
