@@ -40,7 +40,7 @@ def _endpoint(a) -> str | None:
 def _check_concurrency(a) -> None:
     """--concurrency and --max-in-flight: refused, naming the flag and the limit, before anything runs."""
     from ..errors import ConfigError
-    from ..evaluate.pool import EPISODE_MB, MAX_CONCURRENCY, available_mb
+    from ..evaluate.pool import EPISODE_MB, MAX_CONCURRENCY, WORKER_MB, available_mb
     if a.brain != "openai":
         for flag, v in (("--max-in-flight", a.max_in_flight), ("--vlm", a.vlm), ("--vlm-set", a.vlm_set)):
             if v:
@@ -52,13 +52,15 @@ def _check_concurrency(a) -> None:
         raise ConfigError("--concurrency: not with --ray yet (one episode per Ray task; use --ray's workers)")
     if a.concurrency > MAX_CONCURRENCY:
         raise ConfigError(f"--concurrency: at most {MAX_CONCURRENCY} episodes at once per worker, got {a.concurrency}")
-    per = EPISODE_MB[a.backend]
+    per, fixed = EPISODE_MB[a.backend], WORKER_MB[a.backend] * max(1, a.workers)
     slots = a.concurrency * max(1, a.workers)
     avail = available_mb()
-    if avail is not None and slots > 1 and slots * per > avail:
+    if avail is not None and slots > 1 and fixed + slots * per > avail:
+        fit = max(1, int((avail - fixed) // per))
         raise ConfigError(f"--concurrency: {a.concurrency} episodes x {max(1, a.workers)} worker(s) need about "
-                          f"{slots * per / 1024:.1f} GB ({per} MB an episode in flight, docs/evaluation.md); "
-                          f"{avail / 1024:.1f} GB is available: at most {max(1, int(avail // per))} episodes at once")
+                          f"{(fixed + slots * per) / 1024:.1f} GB ({per} MB an episode in flight and "
+                          f"{WORKER_MB[a.backend]} MB a worker, docs/evaluation.md); {avail / 1024:.1f} GB is "
+                          f"available: at most {fit} episodes at once")
 
 
 def register(sub) -> None:

@@ -26,7 +26,11 @@ from typing import Callable
 from .jobs import Job, run_job
 
 MAX_CONCURRENCY = 256            # episodes in flight per worker (serve-brain accepts 256 connections)
-EPISODE_MB = {"libero": 1100, "fake": 20}   # resident memory an episode in flight adds, MB (docs/evaluation.md)
+# Resident memory, MB (measured: docs/evaluation.md, "Memory"): what an episode in flight adds (its
+# simulator), and what a worker process holds whatever its episodes (imports, and for LIBERO the
+# shared render contexts, at most render.MAX_CONTEXTS of about 0.55 GB each).
+EPISODE_MB = {"libero": 350, "fake": 20}
+WORKER_MB = {"libero": 2000, "fake": 150}
 
 
 def available_mb() -> float | None:
