@@ -44,6 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--init-state", type=int, default=0)
     ap.add_argument("--image-size", type=int, default=128)
     ap.add_argument("--resets", type=int, default=2)
+    ap.add_argument("--more", type=int, default=3, help="further simulators built to measure memory per simulator")
     args = ap.parse_args(argv)
 
     from motormind.geometry import quat_to_mat
@@ -60,14 +61,16 @@ def main(argv=None) -> int:
     print(f"env construction:      {construct:7.2f} s  {_ratio('construct_s', construct)}")
     print(f"  constructor total:   {total_ctor:7.2f} s  (construction + first reset + 10 settle steps)")
 
+    first = robot.timings["reset_s"]
+    print(f"first reset (hard):    {first:7.2f} s  {_ratio('reset_s', first)} (no render context: built on first image)")
     resets = []
     for _ in range(args.resets):
         t = time.perf_counter()
         robot.reset()
         resets.append(time.perf_counter() - t)
     r_med = statistics.median(resets)
-    print(f"reset (incl. settle):  {r_med:7.2f} s  {_ratio('reset_s', r_med)}  all: "
-          + ", ".join(f"{x:.2f}" for x in resets))
+    print(f"later resets ({robot.timings['reset_kind']}):  {r_med:7.2f} s  x{first / r_med:.1f} faster than the "
+          f"first; all: " + ", ".join(f"{x:.2f}" for x in resets))
 
     env = robot._env
     n = 200
@@ -92,7 +95,10 @@ def main(argv=None) -> int:
     for _ in range(20):
         robot.observe()
     print(f"observe() no images:   {(time.perf_counter() - t) / 20 * 1000:7.2f} ms")
-    robot.observe(images=True)               # first render after reset creates GL state
+    t = time.perf_counter()
+    robot.observe(images=True)               # the first image builds the scene's render context
+    print(f"first observe(images): {time.perf_counter() - t:7.2f} s  (builds the render context the scene's "
+          f"simulators share, sim/libero_pro/render.py)")
     reps = 5
     t = time.perf_counter()
     for _ in range(reps):
@@ -131,8 +137,28 @@ def main(argv=None) -> int:
     print(f"gripper close (empty): {gc.steps} steps ({gc.note})  {_ratio('gripper_close', gc.steps)}")
     print(f"gripper open:          {go.steps} steps ({go.note})")
     print(f"gripper to 0.5:        {gh.steps} steps ({gh.note})")
+
+    # memory: what one more simulator of the suite adds, images rendered (motormind eval --concurrency)
+    more, before = [], _rss_mb()
+    for task in range(1, 1 + args.more):
+        more.append(LiberoRobot(args.suite, task % 10, 0, image_size=args.image_size))
+        more[-1].observe(images=True)
+    if more:
+        print(f"resident memory:       {_rss_mb():7.0f} MB with {1 + len(more)} simulators; "
+              f"{(_rss_mb() - before) / len(more):.0f} MB each after the first (tasks 1-{args.more}, images "
+              f"rendered; libero-pro.md: 1.9 GB a process with its own renderer)")
+    for r in more:
+        r.close()
     robot.close()
     return 0
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 if __name__ == "__main__":

@@ -48,8 +48,6 @@ def _check_concurrency(a) -> None:
     if a.brain == "openai":                  # a dead endpoint is said now, not as N failed episodes
         from ..brains.endpoint import checked_vlm_config
         checked_vlm_config(a.vlm, a.vlm_set, "--vlm")
-    if a.ray and a.concurrency > 1:
-        raise ConfigError("--concurrency: not with --ray yet (one episode per Ray task; use --ray's workers)")
     if a.concurrency > MAX_CONCURRENCY:
         raise ConfigError(f"--concurrency: at most {MAX_CONCURRENCY} episodes at once per worker, got {a.concurrency}")
     per, fixed = EPISODE_MB[a.backend], WORKER_MB[a.backend] * max(1, a.workers)
@@ -174,7 +172,8 @@ def main(a) -> int:
             progress(row)
     if todo:
         if a.ray:
-            pool.run_ray(todo, str(out), None if a.ray == "auto" else a.ray, on_row, a.workers)
+            pool.run_ray(todo, str(out), None if a.ray == "auto" else a.ray, on_row, a.workers,
+                         concurrency=a.concurrency, max_in_flight=a.max_in_flight)
         elif a.workers <= 0:
             pool.run_inline(todo, str(out), on_row, a.concurrency, a.max_in_flight)
         else:

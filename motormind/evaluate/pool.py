@@ -206,7 +206,14 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
 
 
 def run_ray(jobs: list[Job], out_dir: str, address: str | None, on_row: Callable[[dict], None],
-            workers: int | None = None) -> None:
+            workers: int | None = None, concurrency: int = 1, max_in_flight: int | None = None) -> None:
+    """Ray: with ``concurrency`` 1, one Ray task per episode (a fresh simulator each). With more,
+    Ray actors do what local workers do: each actor (one per ``workers``, default one per CPU of
+    the cluster) runs up to ``concurrency`` episodes at once on threads, each thread keeping its
+    simulator for the next episode of the same task; a task's episodes go to one actor. A cap on
+    requests in flight is shared out between the actors (each gets ``max_in_flight // actors``,
+    at least 1), so the run's total stays within it. An episode on an actor that dies is rerun
+    once on its restarted actor, then recorded as ``worker_died``."""
     try:
         import ray
     except ImportError:
@@ -216,22 +223,49 @@ def run_ray(jobs: list[Job], out_dir: str, address: str | None, on_row: Callable
     ray.init(address=address or None, ignore_reinit_error=True, log_to_driver=False,
              **({"num_cpus": workers} if workers and not address else {}))
 
-    @ray.remote(max_retries=1)
-    def remote(job: Job) -> dict:
-        os.environ.setdefault("MUJOCO_GL", "osmesa")
-        try:
-            return run_job(job, _run_dir(out_dir, job), None)
-        except Exception as e:  # noqa: BLE001
-            return _error_row(job, "error", f"{type(e).__name__}: {e}")
+    if concurrency <= 1:
+        @ray.remote(max_retries=1)
+        def remote(job: Job) -> dict:
+            os.environ.setdefault("MUJOCO_GL", "osmesa")
+            try:
+                return run_job(job, _run_dir(out_dir, job), None)
+            except Exception as e:  # noqa: BLE001
+                return _error_row(job, "error", f"{type(e).__name__}: {e}")
 
-    refs = {remote.remote(j): j for j in jobs}
+        refs = {remote.remote(j): j for j in jobs}
+    else:
+        n = max(1, workers or int(ray.cluster_resources().get("CPU", 1)))
+        cap = max(1, max_in_flight // n) if max_in_flight else None
+
+        @ray.remote(num_cpus=1, max_restarts=1, max_task_retries=1)
+        class EpisodeWorker:
+            def __init__(self):
+                import threading
+
+                from ..brains.gate import Gates
+                os.environ.setdefault("MUJOCO_GL", "osmesa")
+                self.gates = Gates(cap)
+                self.local = threading.local()       # each thread's simulator (its "slot")
+
+            def run(self, job: Job) -> dict:
+                cache = self.local.__dict__.setdefault("cache", {})
+                try:
+                    return run_job(job, _run_dir(out_dir, job), cache, self.gates)
+                except Exception as e:  # noqa: BLE001 - an episode error is a result
+                    return _error_row(job, "error", f"{type(e).__name__}: {e}")
+
+        actors = [EpisodeWorker.options(max_concurrency=concurrency).remote() for _ in range(n)]
+        refs = {}
+        for i, group in enumerate(_groups(jobs, n * concurrency)):
+            for j in group:
+                refs[actors[i % n].run.remote(j)] = j
     while refs:
         ready, _ = ray.wait(list(refs), num_returns=1)
         for r in ready:
             job = refs.pop(r)
             try:
                 on_row(ray.get(r))
-            except Exception as e:  # noqa: BLE001 - a lost node
+            except Exception as e:  # noqa: BLE001 - a lost node or actor
                 on_row(_error_row(job, "worker_died", f"ray task failed: {e}"))
 
 

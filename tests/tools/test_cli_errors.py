@@ -93,7 +93,6 @@ def cases(tmp, busy, dead, profiles):
         (["eval", "--backend", "fake", "--wall-budget", 0], "argument --wall-budget: 0 s: must be more than 0 s"),
         (["eval", "--backend", "fake", "--concurrency", 0], "argument --concurrency: "),
         (["eval", "--backend", "fake", "--concurrency", 300], "--concurrency: at most 256 episodes at once per worker, got 300"),
-        (["eval", "--backend", "fake", "--concurrency", 2, "--ray"], "--concurrency: not with --ray yet"),
         (["eval", "--concurrency", 200, "--workers", 2], "MB an episode in flight and 2000 MB a worker"),
         (["eval", "--backend", "fake", "--max-in-flight", 4],
          "--max-in-flight: only --brain openai calls an endpoint (this run: --brain oracle)"),

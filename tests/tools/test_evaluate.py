@@ -124,6 +124,16 @@ def test_ray_gives_the_same_results_as_local_workers(tmp_path):
     a = sorted(map(strip, rows(tmp_path / "a")), key=lambda r: r["key"])
     r = sorted(map(strip, rows(tmp_path / "r")), key=lambda r: r["key"])
     assert a == r and len(a) == 8
+    con = subprocess.run(EVAL + base + ["--ray", "--workers", "2", "--concurrency", "2", "--out", str(tmp_path / "c")],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "0.3"})
+    assert con.returncode == 0, con.stderr[-2000:]
+    c_rows = rows(tmp_path / "c")
+    assert sorted(map(strip, c_rows), key=lambda r: r["key"]) == a      # Ray actors, episodes on threads
+    by_pid = {}
+    for row in c_rows:
+        by_pid.setdefault(row["pid"], set()).add(row["slot"])
+    assert len(by_pid) == 2 and max(len(s) for s in by_pid.values()) == 2   # 2 actors x 2 episodes at once
 
 
 def test_the_report_gives_median_steps_against_the_budget():
