@@ -10,8 +10,10 @@ images (libero_spatial, tasks 0-9) run by ``motormind eval --brain openai --vlm 
 through the real openai client over HTTP:
 
 - the CPU-bound rate: latency 0, ``--cpu-concurrency`` episodes in flight (the cores saturated);
-- for each level C: latency L, C episodes in flight (``--workers`` processes x C/workers each), at
-  least C episodes (so every slot runs one);
+- for each level C: latency L, C episodes in flight (``--workers`` processes x C/workers each),
+  ``--rounds`` x C episodes (each slot runs that many one after another: with one round the rate
+  is C over one episode's time under load, simulator builds and the ramp up included, not the
+  steady state the bound describes);
 - a rate is episodes / (last end - first start) from the result rows (simulator builds included,
   Python start-up and suite checks not); one episode's time T1 at latency L is the median episode
   (build or reset included) at level 1;
@@ -100,7 +102,7 @@ def episodes(n: int) -> tuple[str, str]:
     """--tasks / --inits for at least ``n`` episodes spread over libero_spatial's 10 tasks."""
     if n <= 10:
         return f"0-{n - 1}", "0"
-    return "0-9", f"0-{math.ceil(n / 10) - 1}"
+    return "0-9", f"0-{math.ceil(n / 10) - 1}"       # 10 tasks x ceil(n / 10) init states
 
 
 def measure(name: str, latency: float, concurrency: int, n: int, workers: int, out: Path) -> dict:
@@ -164,9 +166,10 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=5.0, help="serve-brain's fixed latency per call, s")
     ap.add_argument("--levels", default="1,4,16,32", help="episodes in flight to measure")
     ap.add_argument("--workers", type=int, default=2, help="eval worker processes (the cores)")
-    ap.add_argument("--cpu-concurrency", type=int, default=4, help="episodes in flight for the CPU-bound rate")
-    ap.add_argument("--cpu-episodes", type=int, default=8, help="episodes for the CPU-bound rate")
+    ap.add_argument("--cpu-concurrency", type=int, default=8, help="episodes in flight for the CPU-bound rate")
+    ap.add_argument("--cpu-episodes", type=int, default=24, help="episodes for the CPU-bound rate")
     ap.add_argument("--min-episodes", type=int, default=2, help="episodes at least per level")
+    ap.add_argument("--rounds", type=int, default=3, help="episodes per slot at each level (C x rounds in all)")
     ap.add_argument("--machines", default="1,10,50", help="cluster sizes to project on")
     ap.add_argument("--out", default="runs/bench-concurrency")
     a = ap.parse_args()
@@ -175,7 +178,8 @@ def main() -> int:
     levels = [int(x) for x in a.levels.split(",")]
     results = {"cpu": measure("cpu", 0.0, a.cpu_concurrency, a.cpu_episodes, a.workers, out)}
     for c in levels:
-        results[f"c{c}"] = measure(f"c{c}", a.latency, c, max(c, a.min_episodes), a.workers, out)
+        n = max(c * a.rounds, a.min_episodes) if c > 1 else a.min_episodes    # level 1 gives T1
+        results[f"c{c}"] = measure(f"c{c}", a.latency, c, n, a.workers, out)
     cpu_rate = results["cpu"].get("per_hour")
     t1 = results.get(f"c{levels[0]}", {}).get("episode_s") if levels[0] == 1 else None
     print(f"\nserve-brain latency {a.latency:g} s per call (fixed), oracle behind it, images on; "
