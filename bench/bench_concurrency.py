@@ -99,10 +99,11 @@ def serve(latency: float, log: Path):
 
 
 def episodes(n: int) -> tuple[str, str]:
-    """--tasks / --inits for at least ``n`` episodes spread over libero_spatial's 10 tasks."""
-    if n <= 10:
-        return f"0-{n - 1}", "0"
-    return "0-9", f"0-{math.ceil(n / 10) - 1}"       # 10 tasks x ceil(n / 10) init states
+    """--tasks / --inits for exactly ``n`` episodes over libero_spatial's tasks: T tasks x n / T init
+    states, T the largest divisor of ``n`` up to 10 (a count that is not a multiple of the slots
+    leaves a tail of a few episodes running alone, which the rate would count as the level's)."""
+    t = max(d for d in range(1, 11) if n % d == 0)
+    return f"0-{t - 1}", f"0-{n // t - 1}"
 
 
 def measure(name: str, latency: float, concurrency: int, n: int, workers: int, out: Path) -> dict:
