@@ -2,10 +2,11 @@
 
 Local workers (spawned processes) each run up to ``concurrency`` episodes at once, on that many
 episode slots (threads: an episode waiting for its model's answer holds no core; the roles'
-HTTP calls release the GIL). Each slot keeps its own simulator, built lazily by its first
-episode, and takes the episodes of one task at a time from a shared queue (one build per task,
-resets between its init states); a task's episodes are split into enough chunks to keep every
-slot busy. All the episodes of a worker share its per-endpoint gates (``brains/gate.py``): at most
+HTTP calls release the GIL). With one slot, a worker takes the episodes of one task at a time
+from a shared queue (one build per task, resets between its init states; a task's run is split
+when there are fewer runs than workers). With more, slots take one episode at a time, so none sits
+idle while another has a queue of its own, and a slot takes a simulator of its episode's task
+that another slot of the worker has left idle (``_Shelf``) before it builds one. All the episodes of a worker share its per-endpoint gates (``brains/gate.py``): at most
 ``max_in_flight`` requests to one endpoint, and a 429 there slows all of them.
 A worker announces each job before it starts, so when a worker dies its jobs in flight are known,
 rerun on a fresh worker (up to ``max_attempts`` times) and recorded as ``worker_died`` if they keep
@@ -60,31 +61,71 @@ def _worker(wid: int, jobs, results, out_dir: str, concurrency: int = 1, max_in_
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     gates = Gates(max_in_flight, shared)
 
+    shelf = _Shelf()
+
     def slot() -> None:
-        cache: dict = {}                 # this slot's simulator (one per episode in flight)
-        try:
-            while True:
-                group = jobs.get()
-                if group is None:
-                    break
-                results.put(("group", wid, [j.key for j in group], os.getpid()))
-                for job in group:
-                    results.put(("start", wid, job.key, os.getpid()))
-                    try:
-                        row = run_job(job, _run_dir(out_dir, job), cache, gates)
-                        results.put(("done", wid, job.key, row))
-                    except Exception as e:  # noqa: BLE001 - an episode error is a result, not a crash
-                        results.put(("error", wid, job.key, {"error": f"{type(e).__name__}: {e}",
-                                                             "traceback": traceback.format_exc()[-4000:]}))
-        finally:
-            if cache.get("robot") is not None:
-                cache["robot"].close()
+        while True:
+            group = jobs.get()
+            if group is None:
+                break
+            results.put(("group", wid, [j.key for j in group], os.getpid()))
+            for job in group:
+                results.put(("start", wid, job.key, os.getpid()))
+                cache = shelf.take(job)          # an idle simulator of this task, if the worker has one
+                try:
+                    row = run_job(job, _run_dir(out_dir, job), cache, gates)
+                    results.put(("done", wid, job.key, row))
+                except Exception as e:  # noqa: BLE001 - an episode error is a result, not a crash
+                    results.put(("error", wid, job.key, {"error": f"{type(e).__name__}: {e}",
+                                                         "traceback": traceback.format_exc()[-4000:]}))
+                finally:
+                    shelf.put(cache)
 
     slots = [threading.Thread(target=slot, name=f"motormind-episode-{i}") for i in range(concurrency)]
     for t in slots:
         t.start()
     for t in slots:
         t.join()
+    shelf.close()
+
+
+class _Shelf:
+    """A worker's idle simulators, shared by its episode slots. A slot takes one built for its
+    next episode's suite, task and seed when one is idle (a reset instead of a rebuild), and puts
+    its simulator back when the episode ends. One idle simulator is kept: a slot that finds none
+    of its task closes it before building, so a worker holds at most one simulator more than it
+    has episodes in flight."""
+
+    def __init__(self):
+        import threading
+        self._lock = threading.Lock()
+        self._idle: list = []
+
+    def take(self, job: Job) -> dict:
+        with self._lock:
+            for i, robot in enumerate(self._idle):
+                if (robot.suite_name, robot.task_index, robot.seed) == (job.suite, job.task, job.seed):
+                    return {"robot": self._idle.pop(i)}
+            stale, self._idle = self._idle, []
+        for robot in stale:
+            robot.close()
+        return {}
+
+    def put(self, cache: dict) -> None:
+        robot = cache.get("robot")
+        if robot is None:
+            return
+        with self._lock:
+            self._idle.append(robot)
+            stale, self._idle = self._idle[:-1], self._idle[-1:]
+        for r in stale:
+            r.close()
+
+    def close(self) -> None:
+        with self._lock:
+            stale, self._idle = self._idle, []
+        for robot in stale:
+            robot.close()
 
 
 def _groups(jobs: list[Job], slots: int = 1) -> list[list[Job]]:
@@ -123,7 +164,10 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
     jq, rq = ctx.Queue(), ctx.Queue()
     by_key = {j.key: j for j in jobs}
     pending = len(jobs)
-    groups = _groups(jobs, workers * concurrency)
+    # One slot per worker: a task's episodes go together (one simulator, reset between them). More:
+    # one episode at a time, so no slot sits idle while another has a queue of its own; the
+    # worker's slots still reuse each other's simulators of the same task (_Shelf).
+    groups = _groups(jobs, workers) if concurrency == 1 else [[j] for j in jobs]
     for g in groups:
         jq.put(g)
     procs: dict[int, mp.Process] = {}

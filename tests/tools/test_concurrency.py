@@ -139,3 +139,35 @@ def test_the_per_endpoint_cap_holds_at_the_server(tmp_path):
     assert len({r["pid"] for r in capped}) == 2                 # both workers ran episodes
     assert len(capped) == len(free) == 6 and all(r["success"] for r in capped + free)
     assert sorted(map(strip, capped), key=lambda r: r["key"]) == sorted(map(strip, free), key=lambda r: r["key"])
+
+
+def test_a_workers_slots_reuse_each_others_idle_simulators():
+    """--concurrency K hands out one episode at a time; a slot takes an idle simulator of its
+    episode's suite, task and seed before building one, and at most one idle simulator is kept."""
+    from motormind.evaluate.jobs import Job
+    from motormind.evaluate.pool import _Shelf
+
+    class Sim:
+        def __init__(self, task, seed=0):
+            self.suite_name, self.task_index, self.seed, self.closed = "libero_spatial", task, seed, False
+
+        def close(self):
+            self.closed = True
+
+    def job(task, seed=0):
+        return Job(suite="libero_spatial", task=task, init_state=0, seed=seed)
+
+    shelf = _Shelf()
+    a, b = Sim(0), Sim(0)
+    shelf.put({"robot": a})
+    assert shelf.take(job(0)) == {"robot": a}          # the same task: reused
+    shelf.put({"robot": a})
+    shelf.put({"robot": b})                            # one idle kept: the older one is closed
+    assert a.closed and not b.closed
+    assert shelf.take(job(0, seed=1)) == {}            # another seed: a fresh simulator (fixtures per seed)
+    assert b.closed                                    # the idle one is closed before that build
+    c = Sim(3)
+    shelf.put({"robot": c})
+    shelf.put({})                                      # an episode that built nothing
+    shelf.close()
+    assert c.closed
