@@ -6,7 +6,8 @@ HTTP calls release the GIL). With one slot, a worker takes the episodes of one t
 from a shared queue (one build per task, resets between its init states; a task's run is split
 when there are fewer runs than workers). With more, slots take one episode at a time, so none sits
 idle while another has a queue of its own, and a slot takes a simulator of its episode's task
-that another slot of the worker has left idle (``_Shelf``) before it builds one. All the episodes of a worker share its per-endpoint gates (``brains/gate.py``): at most
+that another slot of the worker has left idle (``_Shelf``) before it builds one. All the
+episodes of a worker share its per-endpoint gates (``brains/gate.py``): at most
 ``max_in_flight`` requests to one endpoint, and a 429 there slows all of them.
 A worker announces each job before it starts, so when a worker dies its jobs in flight are known,
 rerun on a fresh worker (up to ``max_attempts`` times) and recorded as ``worker_died`` if they keep

@@ -369,5 +369,7 @@ def test_a_soft_reset_episode_is_a_fresh_simulators_bit_for_bit():
             np.testing.assert_array_equal(a, b, err_msg=f"after motion {i}")
         reused.reset(0, seed=1)
         assert reused.timings["reset_kind"] == "hard", "a new seed draws the fixtures again"
+        reused.reset(0, seed=0)
+        assert reused.timings["reset_kind"] == "hard", "the model is seed 1's: seed 0's is rebuilt"
     finally:
         reused.close()
