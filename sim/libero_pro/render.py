@@ -30,7 +30,20 @@ from collections import OrderedDict
 
 import numpy as np
 
-MAX_CONTEXTS = int(os.environ.get("MOTORMIND_RENDER_CONTEXTS", "3"))
+
+def _max_contexts() -> int:
+    raw = os.environ.get("MOTORMIND_RENDER_CONTEXTS", "3")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        from motormind.errors import ConfigError
+        raise ConfigError(f"MOTORMIND_RENDER_CONTEXTS: render contexts kept per process, an integer >= 1; got {raw!r}")
+    return n
+
+
+MAX_CONTEXTS = _max_contexts()
 MAX_GEOM = 1000                   # robosuite's MjRenderContext scene size
 _LOCK = threading.RLock()
 _CONTEXTS: "OrderedDict[str, _Context]" = OrderedDict()
@@ -126,7 +139,7 @@ def render(sim, camera: str, width: int, height: int, key: str) -> np.ndarray:
     with _LOCK:
         ctx = _CONTEXTS.get(key)
         if ctx is None:
-            while len(_CONTEXTS) >= max(1, MAX_CONTEXTS):
+            while len(_CONTEXTS) >= MAX_CONTEXTS:
                 _, old = _CONTEXTS.popitem(last=False)
                 old.free()
             ctx = _CONTEXTS[key] = _Context(model, width, height)
