@@ -47,7 +47,6 @@ MAX_CONTEXTS = _max_contexts()
 MAX_GEOM = 1000                   # robosuite's MjRenderContext scene size
 _LOCK = threading.RLock()
 _CONTEXTS: "OrderedDict[str, _Context]" = OrderedDict()
-_LIBC = None
 
 
 def scene_key(model) -> str:
@@ -147,31 +146,8 @@ def render(sim, camera: str, width: int, height: int, key: str) -> np.ndarray:
         return ctx.render(model, data, camera_id, width, height)
 
 
-def trim_heap() -> None:
-    """Give freed heap memory back to the system (glibc ``malloc_trim``; a no-op elsewhere). A hard
-    reset frees a whole model and the compiler's copies of the scene's meshes and textures in
-    pieces that glibc keeps: about 0.1 GB a reset otherwise stays resident."""
-    global _LIBC
-    if _LIBC is None:
-        try:
-            import ctypes
-            _LIBC = ctypes.CDLL("libc.so.6")
-            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
-        except (OSError, AttributeError):
-            _LIBC = False
-    if _LIBC:
-        _LIBC.malloc_trim(0)
-
-
 def contexts() -> int:
     """GL contexts held by this process now."""
     with _LOCK:
         return len(_CONTEXTS)
 
-
-def release_all() -> None:
-    """Free every context of this process (tests; a worker that is done)."""
-    with _LOCK:
-        while _CONTEXTS:
-            _, ctx = _CONTEXTS.popitem(last=False)
-            ctx.free()
