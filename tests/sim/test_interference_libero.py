@@ -50,8 +50,11 @@ def test_the_moved_target_is_seen_by_the_monitor_the_batch_cancelled_and_the_epi
     cancels = [e for e in events if e["kind"] == "monitor_cancel" and e["batch_id"] == ev["batch_id"]]
     assert cancels and "privileged" in cancels[0]["reason"] and "basket_1" in cancels[0]["reason"]
     # seen at the first boundary after the move (0: the Monitor's check of the boundary before ran
-    # after the hand), honoured at the next one
-    assert m["cancel_boundary"] in (0, 1) and m["honoured_boundary"] == m["cancel_boundary"] + 1, m
+    # after the hand), honoured at the next one, or the one after when the Monitor's answer comes
+    # back after that boundary has begun (its thread never blocks the Controller: load decides;
+    # a clean-clone CI run under load gave 1 -> 3)
+    assert m["cancel_boundary"] in (0, 1), m
+    assert m["cancel_boundary"] + 1 <= m["honoured_boundary"] <= m["cancel_boundary"] + 2, m
     rep = _batch_report(events, ev["batch_id"])
     assert rep["status"] == "cancelled" and any(c["status"] == "cancelled" for c in rep["results"])
     assert m["stale_commands"] == m["honoured_boundary"] < len(rep["results"]) - ev["command_index"]
