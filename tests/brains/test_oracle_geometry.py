@@ -158,3 +158,54 @@ def test_pose_from_state_reads_the_frame():
     pose = pp.Pose.from_state(st)
     assert pose.tilt < math.radians(4.0) and np.allclose(pose.rot, quat_to_mat(q))
     assert pose.j7_deg == 45.0 and pose.grip[2] == pytest.approx(0.2593)
+
+
+BASKET = {"basket_region": {"centre": [0.6, 0.2, 0.06], "half_extents": [0.06, 0.06, 0.05],
+                            "lo": [0.54, 0.14, 0.0], "hi": [0.66, 0.26, 0.11], "parent": "basket"}}
+
+
+def test_a_held_object_low_over_an_in_regions_box_is_let_go_there():
+    from motormind.brains.oracle.brain import droppable
+    def at(x, y, z):
+        return world({"can": body([x - 0.03, y - 0.03, z], [x + 0.03, y + 0.03, z + 0.1])}, BASKET)
+    into = ["in", "can", "basket_region"]
+    assert droppable(at(0.6, 0.2, 0.05), "can", into)                   # over the box, 5 cm over its floor
+    assert droppable(at(0.64, 0.2, 0.05), "can", into)                  # off-centre, still inside
+    assert not droppable(at(0.655, 0.2, 0.05), "can", into)             # its origin too near the side
+    assert not droppable(at(0.6, 0.2, 0.12), "can", into)               # too high: it would fall anywhere
+    assert not droppable(at(0.6, 0.2, 0.05), "can", ["on", "can", "basket_region"])   # only In goals
+
+
+class _Scene:
+    """A Scene stand-in for the Planner: a goal, the truth of its predicates, a world."""
+    def __init__(self, w: dict, goal, true=()):
+        self._w, self.goal_state, self._true = w, goal, set(map(tuple, true))
+
+    def world(self) -> dict:
+        return self._w
+
+    def predicate(self, pred) -> bool:
+        return tuple(pred) in self._true
+
+
+def test_the_planner_lets_go_of_an_object_whose_goal_already_holds():
+    import json as _json
+    from motormind.brains.oracle.brain import OracleBrain
+    from motormind.brains.base import BrainRequest
+    bodies = {"can": body([0.57, 0.17, 0.05], [0.63, 0.23, 0.15]), "box": body([0.4, -0.2, 0.0], [0.44, -0.16, 0.03])}
+    data = {"bodies": bodies, "static": [[[-0.1, -0.6, -0.05], [1.1, 0.6, 0.0]]],
+            "static_obbs": [[0.5, 0.0, -0.025, 0.6, 0.6, 0.025] + EYE], "ground_z": None, "articulations": [],
+            "predicates": {}, "regions": BASKET, "finger_contacts": {"can": ["left", "right"]}}
+    goal = [["in", "can", "basket_region"], ["in", "box", "basket_region"]]
+    brain = OracleBrain(_Scene(data, goal, true=[goal[0]]), load_profile("libero_panda"))
+    state = {"eef_pos_mm": [600.0, 200.0, 130.0], "eef_yaw_deg": 0.0, "gripper_width_mm": 60.0,
+             "gripper_fraction": 0.77, "joints_deg": [0, 0, 0, -90, 0, 90, 45], "eef_quat_xyzw": [1, 0, 0, 0]}
+    ctx = {"state": _json.dumps(state)}
+    req = BrainRequest("planner", "planner", "", "", {}, context=ctx)
+    plan = _json.loads(brain.respond(req).text)["subgoals"]
+    assert "let go of the can" in plan[0]["description"]                 # the can's goal holds: release first
+    assert [s["description"].split(" the ")[0] for s in plan[1:]] == ["grasp", "lift", "lower"]   # then the box
+    cmds = brain._x_release(brain.world(), pp.Pose.from_state(state), "can", None, None)[0]
+    assert cmds[0] == {"op": "gripper", "action": "open"} and cmds[1]["direction"] == "up"
+    verdict = brain._verifier({"subgoal_id": plan[0]["id"], "state": ctx["state"]})
+    assert not verdict["achieved"] and "still held" in verdict["evidence"]

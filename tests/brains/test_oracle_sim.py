@@ -29,6 +29,7 @@ CASES = [
     ("libero_goal", 7, 0, "turnon a knob"),
     ("libero_goal_task", 7, 0, "turnoff a knob"),
     ("libero_10", 2, 0, "turnon, then on a region: a sequence, a part grasp (a moka pot's handle)"),
+    ("libero_10", 7, 0, "in a region twice: two objects into a basket whose rim stops the carries"),
 ]
 
 

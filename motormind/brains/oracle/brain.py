@@ -45,6 +45,9 @@ APPROACH_M = 0.05          # pre-grasp height above the grasp point
 TEST_LIFT_M = 0.02         # a grasp batch ends lifting this much: the Verifier sees whether it holds
 HOLD_MIN_MM = pp.HOLD_MIN_MM
 RELEASE_M = pp.RELEASE_M
+DROP_M = 0.08             # a held object over an In goal's region box, its bottom this close over the box's
+                           # floor, is let go there: it falls in (a carry stopped by a basket's rim or handle)
+DROP_INSET_M = 0.01        # ... with its origin this far inside the box's sides (at least half of them)
 MOVED_M = 0.02             # the Monitor's privileged check: an object the batch works on this far (xy) from
                            # where it was when the batch was computed is a scene the batch was not made for
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
@@ -75,6 +78,21 @@ class _Rel:
     width_m: float
     gap_m: float
     part: int | None = None
+
+
+def droppable(w: World, a: str, pred) -> bool:
+    """For an ``In a region`` goal: ``a``'s origin inside the region's box in xy (DROP_INSET_M in
+    from its sides) with its bottom less than DROP_M over the box's floor, so that let go it falls
+    in. (A carry into a basket can be stopped by the basket's rim or handle short of its hover.)"""
+    if pred is None or len(pred) != 3 or pred[0].lower() != "in" or pred[2] not in w.regions:
+        return False
+    rg = w.regions[pred[2]]
+    centre, half = np.asarray(rg["centre"], float), np.asarray(rg["half_extents"], float)
+    inset = np.minimum(DROP_INSET_M, half[:2] / 2)
+    body = w.bodies[a]
+    inside = bool(np.all(np.abs(body.pos[:2] - centre[:2]) <= half[:2] - inset))
+    floor = float(np.asarray(rg["lo"], float)[2])
+    return inside and -0.01 < float(body.lo[2]) - floor < DROP_M
 
 
 class OracleBrain(Brain):
@@ -118,6 +136,12 @@ class OracleBrain(Brain):
                       key=lambda p: ORDER.get(p[0].lower(), 2))
         steps: list[tuple] = []          # (kind, a, b, pred, description, criterion)
         opened: set = set()
+        carried = {p[1] for p in todo if p[0].lower() in ("on", "in") and len(p) == 3}
+        for n, body in w.bodies.items():   # held, with nothing left to do with it (its goal holds): let go
+            if body.kind == "object" and n not in carried and pp.held(w, n, pose, self.profile):
+                steps.append(("release", n, None, None, f"open the gripper and let go of the {n}",
+                              f"the {n} is no longer held"))
+                pose = pp.Pose(pose.grip, pose.yaw, 78.0, 1.0, pose.j7_deg)
         for pred in todo:
             op = pred[0].lower()
             if op in ("on", "in") and len(pred) == 3:
@@ -297,8 +321,8 @@ class OracleBrain(Brain):
         target = self._target(w, a, pred)
         self.carry_to[a] = target.origin[:2].copy()
         body = w.bodies[a]
-        if self._over(w, a, target, 0.06):           # there already (a lowering stopped on contact)
-            return [], True
+        if self._over(w, a, target, 0.06) or droppable(w, a, pred):   # there already, or low over the box
+            return [], True                                            # (a lowering stopped on contact)
         rel = body.pos - pose.grip
         goal = pp.grip_at(target, rel, lift=pp.HOVER_M)
         bundle = pp.bundle(w, a, pose)
@@ -321,8 +345,8 @@ class OracleBrain(Brain):
             rel = w.bodies[a].pos - pose.grip
             goal = pp.grip_at(target, rel)
             off = np.linalg.norm((goal - pose.grip)[:2])
-            if self._over(w, a, target, 0.035):      # low enough (the last lowering met the support): let go
-                pass
+            if self._over(w, a, target, 0.035) or droppable(w, a, pred):   # low enough (the last lowering
+                pass                                                        # met the support): let go
             elif off > pp.ORIGIN_TOL_M:                # drifted: re-align above first
                 above = np.array([goal[0], goal[1], max(goal[2] + pp.HOVER_M, pose.grip[2])])
                 cmds += path_commands(pose.grip, route(w, pose.grip, above, pp.bundle(w, a, pose), (a,)), prof)
@@ -342,6 +366,10 @@ class OracleBrain(Brain):
         body = w.bodies[a]
         dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
         return dxy < pp.ORIGIN_TOL_M and -0.01 < float(body.lo[2]) - target.support_z < within
+
+    def _x_release(self, w: World, pose: pp.Pose, a, b, pred):
+        up = pose.grip + [0.0, 0.0, 0.04]
+        return [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [up], self.profile), True
 
     def _x_confirm(self, w, pose, a, b, pred):
         return [], True
@@ -390,14 +418,19 @@ class OracleBrain(Brain):
             body = w.bodies[a]
             dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
             is_held = pp.held(w, a, pose, self.profile)
-            ok = is_held and dxy < pp.ORIGIN_TOL_M + 0.005 and body.lo[2] > target.support_z
-            ev = f"{a} held={is_held}, its origin {dxy * 1000:.0f} mm from over the {b}'s target"
+            drop = droppable(w, a, pred)
+            ok = is_held and (dxy < pp.ORIGIN_TOL_M + 0.005 or drop) and body.lo[2] > target.support_z
+            ev = f"{a} held={is_held}, its origin {dxy * 1000:.0f} mm from over the {b}'s target" + \
+                (f", low over the {b}'s box: let go, it falls in" if drop else "")
         elif kind in ("place", "push"):
             truth = self._truth(pred)
             released = not pp.held(w, a, pose, self.profile)
             ok = truth and released
             ev = f"predicate ({' '.join(pred)}) is {'true' if truth else 'false'}" + \
                  ("" if released else f"; the {a} is still gripped")
+        elif kind == "release":
+            ok = not pp.held(w, a, pose, self.profile)
+            ev = f"the {a} {'is no longer' if ok else 'is still'} held"
         elif kind in ("open", "close", "turnon", "turnoff"):
             ok, ev = art.verify(self, w, pose, kind, b, pred)
         elif kind == "unsupported":
