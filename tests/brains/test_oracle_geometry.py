@@ -209,3 +209,26 @@ def test_the_planner_lets_go_of_an_object_whose_goal_already_holds():
     assert cmds[0] == {"op": "gripper", "action": "open"} and cmds[1]["direction"] == "up"
     verdict = brain._verifier({"subgoal_id": plan[0]["id"], "state": ctx["state"]})
     assert not verdict["achieved"] and "still held" in verdict["evidence"]
+
+
+def test_the_last_step_of_a_plan_is_verified_against_the_whole_goal():
+    import json as _json
+    from motormind.brains.oracle.brain import OracleBrain
+    from motormind.brains.base import BrainRequest
+    bodies = {"can": body([0.57, 0.17, 0.05], [0.63, 0.23, 0.15]), "box": body([0.58, 0.18, 0.0], [0.62, 0.22, 0.03])}
+    data = {"bodies": bodies, "static": [[[-0.1, -0.6, -0.05], [1.1, 0.6, 0.0]]],
+            "static_obbs": [[0.5, 0.0, -0.025, 0.6, 0.6, 0.025] + EYE], "ground_z": None, "articulations": [],
+            "predicates": {}, "regions": BASKET, "finger_contacts": {}}
+    goal = [["in", "can", "basket_region"], ["in", "box", "basket_region"]]
+    scene = _Scene(data, goal, true=[goal[0]])
+    brain = OracleBrain(scene, load_profile("libero_panda"))
+    state = _json.dumps({"eef_pos_mm": [600.0, 200.0, 300.0], "eef_yaw_deg": 0.0, "gripper_width_mm": 78.0,
+                         "gripper_fraction": 1.0, "joints_deg": [0, 0, 0, -90, 0, 90, 45], "eef_quat_xyzw": [1, 0, 0, 0]})
+    plan = _json.loads(brain.respond(BrainRequest("planner", "planner", "", "", {}, context={"state": state})).text)["subgoals"]
+    last = plan[-1]["id"]
+    assert brain.specs[last][0] == "place" and brain.specs[last][1] == "box"
+    scene._true = {tuple(goal[1])}                                      # the box went in; the can was knocked out
+    verdict = brain._verifier({"subgoal_id": last, "state": state})
+    assert not verdict["achieved"] and "(in can basket_region) no longer holds" in verdict["evidence"]
+    scene._true = {tuple(goal[0]), tuple(goal[1])}
+    assert brain._verifier({"subgoal_id": last, "state": state})["achieved"]

@@ -112,6 +112,7 @@ class OracleBrain(Brain):
         self.last_report = ""       # the Executor's last report, as its prompt shows it
         self.scripts: dict = {}     # subgoal id it did not plan -> _Script: the whole task, step by step
         self.on_plan = None         # plan hook (subgoals, specs) -> None: a wrapper's grounding errors (brains/noisy.py)
+        self.last_steps: set = set() # the last subgoal of each plan: its verdict is the task's
         self.planned_at: dict = {}  # subgoal id -> {body: its origin (x, y) when the last batch was computed}
 
     def respond(self, req: BrainRequest) -> BrainReply:
@@ -180,6 +181,7 @@ class OracleBrain(Brain):
             subgoals = [{"id": f"p{self.plans}done", "description": "confirm the task is complete",
                          "success_criterion": "every goal predicate holds"}]
             self.specs[subgoals[0]["id"]] = ("confirm", None, None, None)
+        self.last_steps.add(subgoals[-1]["id"])
         if self.on_plan is not None:
             self.on_plan(subgoals, self.specs)
         return {"reasoning": f"BDDL goal {self.scene.goal_state} (privileged)", "subgoals": subgoals}
@@ -439,6 +441,11 @@ class OracleBrain(Brain):
         else:
             ok = all(self._truth(p) for p in self.scene.goal_state)
             ev = f"goal predicates {'all hold' if ok else 'do not all hold'}"
+        if ok and ctx["subgoal_id"] in self.last_steps:   # the plan's last step: is the whole task done?
+            undone = [p for p in self.scene.goal_state if not self._truth(p)]  # (an earlier step undone)
+            if undone:
+                ok = False
+                ev += "; but " + ", ".join(f"({' '.join(p)})" for p in undone) + " no longer holds"
         return {"achieved": bool(ok), "evidence": ev + " (privileged simulator state)"}
 
     @staticmethod
