@@ -26,8 +26,8 @@ import numpy as np
 
 from ...geometry import axis_angle_to_mat, mat_to_rpy, rot_error
 from . import pickplace as pp
-from .motion import path_commands, route, rotations
-from .world import FINGERTIP_BELOW_M, MAX_GAP_M, Articulation, World, gripper_boxes
+from .motion import clear_along, path_commands, route, rotations
+from .world import FINGERTIP_BELOW_M, HAND_Z, MAX_GAP_M, Articulation, World, gripper_boxes, separation
 
 STANDOFF_M = 0.10          # the tool turns horizontal this far out from the handle
 PUSH_PAST_M = 0.008        # push a drawer this far past its closed position (into its stop)
@@ -37,8 +37,16 @@ KNOB_SLIP = 1.25           # the wrist turns this much more than the knob (the f
 FLAT_MAX_M = 0.03          # an object this thin and wider than the gap is pushed, not lifted
 PUSH_TOL_M = 0.012         # a push is done with the origin this close to the target
 FINGER_HALF = 0.012        # closed fingertips: half their thickness
-RIM_INSIDE_M = 0.028       # a push from inside a rimmed object: the fingertips this far in from its edge
-PLATE_FLOOR_M = 0.007      # ... and this high over its underside (above its floor)
+WELL_MIN_M = 0.008         # an object whose top stands this far over the floor under its middle has a well
+FINGER_OVER_M = 0.002      # a push from inside a well: the fingertips this far over its floor
+RIM_OVER_M = 0.012         # ... coming down into it from this far over its top
+PUSH_OVER_M = 0.004        # ... and pushing this much further than the leg (the gap to the rim, the give)
+PUSH_MARGIN_M = 0.004      # a pushed object's footprint (a disc) keeps this clear of what stands on the table
+PUSH_CLEAR_SPOT_M = 0.015  # ... and ends this clear of it, where the region has room (more buys nothing)
+PUSH_GRID_M = 0.01         # its path is planned on a grid this fine ...
+PUSH_WINDOW_M = 0.15       # ... over the box around its start and its target grown by this
+HAND_REACH_M = 0.11        # the hand reaches this far (xy) from the object's middle as it pushes (the hand
+                           # is 21 cm long): things that stand up to it are passed this far off if they can be
 PUSH_COLUMN_M = (0.0, 0.04, 0.09, 0.14, 0.19)   # heights over a push's start the hand comes down through
 PUSH_CLEAR_M = 0.012       # a push whose hand comes closer than this to the scene is not tried first
 BACKOFF_M = 0.03
@@ -460,18 +468,193 @@ def _orient_for_twist(yaw: float, pose: pp.Pose, twist: float) -> float:
 
 # -- pushes -----------------------------------------------------------------------------------------
 def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
-    """Slide a flat object over the table so that its origin ends in ``region``: closed fingertips
-    low against its trailing side, from outside it, or from inside a rimmed one (a plate) where
-    there is no room behind it, then a straight push, re-aimed every batch."""
+    """Slide a flat object over the table so that its origin ends in ``region``, along a path planned
+    for its footprint around what stands on the table (``_push_path``), one straight leg a batch,
+    re-planned every batch. A rimmed object (a plate) is pushed from inside: the closed fingertips
+    down in its well, just over its floor, against the inner face of its leading rim (measured on
+    LIBERO's plate: its rim slopes up and out at about 28 deg, from 31 to 67 mm off its axis, so
+    fingertips pushing its outside low wedge under the rim and the plate climbs them; pushed from
+    inside, the rim's face presses it down onto the table). Anything else is pushed from outside,
+    fingertips low against its trailing side."""
     prof = brain.profile
     body = w.bodies[a]
-    target = pp.place_target(w, a, pred).origin[:2]
+    target = _push_target(w, a, region) if region in w.regions else pp.place_target(w, a, pred).origin[:2]
+    floor = _well_floor(w, a)
+    inside = floor is not None
+    grip_z = (floor if inside else float(body.lo[2]) + 0.004) + FINGER_OVER_M + FINGERTIP_BELOW_M
+    over_z = float(body.hi[2]) + RIM_OVER_M + FINGERTIP_BELOW_M   # fingertips just over its top
+    in_well = float(np.linalg.norm(pose.grip[:2] - body.pos[:2])) < _radius(w, a) and pose.grip[2] < over_z
+    lift = [] if not in_well else path_commands(pose.grip, [np.array([*pose.grip[:2], over_z + 0.03])], prof)
+    if float(np.linalg.norm(target - body.pos[:2])) < PUSH_TOL_M:
+        return lift, True
+    if not inside:
+        return _push_outside(brain, w, pose, a, target)
+    leg = _push_path(w, a, target, grip_z + HAND_Z[0])[1] - body.pos[:2]
+    length = float(np.linalg.norm(leg))
+    u = leg / length
+    heading = math.atan2(u[1], u[0])
+    best = None                                       # (score, yaw, start)
+    for yaw in (heading + math.pi / 2, heading):      # the fingers' wide side across the push first
+        fingers = gripper_boxes(np.zeros(3), yaw, 0.01, hand=False)
+        d = next((d for d in np.arange(_radius(w, a), -0.001, -0.002)
+                  if w.clearance(fingers.shifted([*(body.pos[:2] + u * d), grip_z]), exclude=()) > 0.001
+                  or d < 0.002), 0.0)              # the fingers as far toward the leading rim as they fit
+        start = np.array([*(body.pos[:2] + u * d), grip_z])
+        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+        col = clear_along(w, start, start + [*(u * length), 0.0], bundle, exclude=(a,))
+        col = min(col, min(w.clearance(bundle.shifted(start + [0, 0, dz]), exclude=(a,)) for dz in PUSH_COLUMN_M))
+        score = min(col, 0.02) - 0.004 * (yaw == heading)
+        if best is None or score > best[0]:
+            best = (score, yaw, start)
+    _, yaw, start = best
+    cmds: list[dict] = []
+    un, pose = untilt(pose, prof)
+    cmds += un
+    if pose.fraction > 0.1:
+        cmds.append({"op": "gripper", "action": "close"})
+    here = pose.grip
+    if lift:                                          # out of its well before the wrist turns
+        cmds += lift
+        here = np.array([*pose.grip[:2], over_z + 0.03])
+    cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+    above = np.array([*start[:2], over_z])
+    bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+    cmds += path_commands(here, route(w, here, above, bundle, exclude=()), prof)
+    end = start + np.array([*(u * (length + PUSH_OVER_M)), 0.0])
+    cmds += path_commands(above, [start, end], prof)
+    last = float(np.linalg.norm(target - (body.pos[:2] + u * length))) < PUSH_TOL_M
+    if last:                                          # the last leg: let go of it
+        cmds += path_commands(end, [end + np.array([0.0, 0.0, 0.05])], prof)
+    if len(cmds) > prof.limits.max_batch - 1:
+        return cmds[:prof.limits.max_batch], False
+    return cmds, last
+
+
+def _radius(w: World, a: str) -> float:
+    """How far ``a``'s collision boxes reach (xy) from its origin: its footprint, as a disc (a pushed
+    object turns a little, so any turn of it)."""
+    b = w.bodies[a]
+    signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+    pts = (b.obbs.c[:, None, :] + np.einsum("kj,nij->nki", signs, b.obbs.R * b.obbs.h[:, None, :])).reshape(-1, 3)
+    return float(np.linalg.norm(pts[:, :2] - b.pos[:2], axis=1).max())
+
+
+def _well_floor(w: World, a: str) -> float | None:
+    """The height of the floor of ``a``'s well (the top of its geom under its origin), when its rim
+    stands WELL_MIN_M or more above it and the closed fingertips fit down there; None otherwise."""
+    b = w.bodies[a]
+    floor = float(b.lo[2])
+    for z in np.arange(float(b.lo[2]), float(b.hi[2]), 0.0005):
+        p = np.array([b.pos[0], b.pos[1], z])
+        local = np.einsum("nji,nj->ni", b.obbs.R, p - b.obbs.c)
+        if np.any(np.all(np.abs(local) <= b.obbs.h + 1e-4, axis=1)):
+            floor = float(z)
+    if float(b.hi[2]) - floor < WELL_MIN_M:
+        return None
+    fingers = gripper_boxes(np.array([*b.pos[:2], floor + FINGER_OVER_M + FINGERTIP_BELOW_M]), 0.0, 0.01, hand=False)
+    return floor if separation(fingers, b.obbs) > 0.0 else None
+
+
+def _table_boxes(w: World, a: str) -> np.ndarray:
+    """The boxes that stand on the table ``a`` slides on (every box but the table's and ``a``'s)."""
+    obs = w.obstacles(exclude=(a,))
+    return obs[obs[:, 1, 2] > float(w.bodies[a].lo[2]) + 0.003]
+
+
+def _dist(p, boxes) -> np.ndarray:
+    """(points (n, 2), boxes (m, 2, 3)) -> each point's xy distance to the nearest box."""
+    q = np.maximum(np.maximum(boxes[None, :, 0, :2] - p[:, None], p[:, None] - boxes[None, :, 1, :2]), 0.0)
+    return np.linalg.norm(q, axis=2).min(axis=1) if len(boxes) else np.full(len(p), np.inf)
+
+
+def _push_target(w: World, a: str, region: str) -> np.ndarray:
+    """Where ``a``'s origin is pushed to in ``region``: the spot (inside the region's box, PLACE_SPAN
+    of its half sizes) where its footprint is clearest of what stands on the table (up to
+    PUSH_CLEAR_SPOT_M), then nearest to it."""
+    rg = w.regions[region]
+    centre, half = np.asarray(rg["centre"], float)[:2], np.asarray(rg["half_extents"], float)[:2] * pp.PLACE_SPAN
+    f = np.linspace(-1.0, 1.0, 9)
+    spots = centre + np.stack(np.meshgrid(f, f), axis=-1).reshape(-1, 2) * half
+    clear = np.minimum(_dist(spots, _table_boxes(w, a)) - _radius(w, a), PUSH_CLEAR_SPOT_M)
+    return spots[int(np.argmax(clear - 0.02 * np.linalg.norm(spots - w.bodies[a].pos[:2], axis=1)))]
+
+
+def _push_path(w: World, a: str, target, hand_z: float) -> list[np.ndarray]:
+    """Waypoints (xy) for ``a``'s origin from where it is to ``target``: the shortest path on a
+    PUSH_GRID_M grid along which its footprint (a disc) stays PUSH_MARGIN_M clear of every box that
+    stands on the table, with a cost for passing things that reach up to the hand (``hand_z`` up)
+    within HAND_REACH_M, then pulled straight: [start, first corner, ..., target]."""
+    import heapq
+    b = w.bodies[a]
+    r = _radius(w, a)
+    obs = _table_boxes(w, a)
+    tall = obs[:, 1, 2] > hand_z - 0.01
+    p0, p1 = b.pos[:2].copy(), np.asarray(target, float)[:2]
+    lo = p0 - np.ceil((p0 - np.minimum(p0, p1) + PUSH_WINDOW_M) / PUSH_GRID_M) * PUSH_GRID_M   # p0 on the grid
+    n = np.ceil((np.maximum(p0, p1) + PUSH_WINDOW_M - lo) / PUSH_GRID_M).astype(int) + 1
+    gx, gy = np.meshgrid(np.arange(n[0]), np.arange(n[1]), indexing="ij")
+    pts = lo + np.stack([gx, gy], axis=-1).reshape(-1, 2) * PUSH_GRID_M
+
+    ends = np.array([p0, p1])
+    d_ends = _dist(ends, obs) - 0.003                  # it may start (end) closer than the margin to
+                                                      # something: then it moves away at least half as fast
+
+    def cost(p):                                      # inf where the footprint hits; else the hand's
+        d_all, d_tall = _dist(p, obs), _dist(p, obs[tall])
+        c = 1.0 + 20.0 * np.clip(HAND_REACH_M - d_tall, 0.0, None) / HAND_REACH_M \
+            + 20.0 * np.array([pp.reach_excess([x, y, hand_z]) for x, y in p])
+        off = np.linalg.norm(p[:, None] - ends[None], axis=2)
+        need = np.minimum(r + PUSH_MARGIN_M, (d_ends[None] + 0.5 * off).min(axis=1))
+        return np.where(d_all < need, np.inf, c)
+
+    cell = cost(pts).reshape(n)
+    s = tuple(int(v) for v in np.round((p0 - lo) / PUSH_GRID_M))
+    g = tuple(int(v) for v in np.clip(np.round((p1 - lo) / PUSH_GRID_M), 0, n - 1))
+    cell[s], cell[g] = min(cell[s], 1.0), min(cell[g], 1.0)
+    best, prev, todo = {s: 0.0}, {}, [(0.0, 0.0, s)]
+    while todo:
+        _, c, k = heapq.heappop(todo)
+        if k == g:
+            break
+        if c > best.get(k, math.inf):
+            continue
+        for dx in (-1, 0, 1):
+            for dy in (-1, 0, 1):
+                m = (k[0] + dx, k[1] + dy)
+                if (dx or dy) and 0 <= m[0] < n[0] and 0 <= m[1] < n[1] and math.isfinite(cell[m]):
+                    cm = c + math.hypot(dx, dy) * (cell[k] + cell[m]) / 2
+                    if cm < best.get(m, math.inf):
+                        best[m], prev[m] = cm, k
+                        heapq.heappush(todo, (cm + math.hypot(g[0] - m[0], g[1] - m[1]), cm, m))
+    if g not in prev and g != s:
+        return [p0, p1]                               # no way found: straight (the next batch sees what it did)
+    path = [g]
+    while path[-1] != s:
+        path.append(prev[path[-1]])
+    path = [p0] + [lo + np.array(k) * PUSH_GRID_M for k in path[::-1][1:-1]] + [p1]
+    out = [p0]                                        # pulled straight: the farthest point in sight
+    i = 0
+    while i < len(path) - 1:
+        j = len(path) - 1
+        while j > i + 1:
+            seg = np.linspace(path[i], path[j], max(2, int(np.linalg.norm(path[j] - path[i]) / 0.005) + 1))
+            if np.all(np.isfinite(cost(seg))):
+                break
+            j -= 1
+        out.append(path[j])
+        i = j
+    return out
+
+
+def _push_outside(brain, w: World, pose: pp.Pose, a: str, target):
+    """A push of a flat object without a well: closed fingertips low against its trailing side, a
+    straight push, re-aimed every batch."""
+    prof = brain.profile
+    body = w.bodies[a]
     delta = target - body.pos[:2]
     dist = float(np.linalg.norm(delta))
-    if dist < PUSH_TOL_M:
-        return [], True
     direct = math.atan2(delta[1], delta[0])
-    best = None                                       # (score, start, inside, u, length, bundle, yaw)
+    best = None                                       # (score, start, u, length, bundle, yaw)
     for off in np.radians([0.0, 15.0, -15.0, 30.0, -30.0, 45.0, -45.0, 60.0, -60.0]):
         heading = direct + off
         u = np.array([math.cos(heading), math.sin(heading)])
@@ -480,17 +663,16 @@ def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
         back = float(body.pos[:2] @ u) - lo           # origin to the trailing edge
         yaw = heading + math.pi / 2                   # the hand's thin side along the push
         bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
-        for inside, excl, depth in ((False, (), -(FINGER_HALF + 0.004)), (True, (a,), RIM_INSIDE_M)):
-            contact = body.pos[:2] - u * (back - depth)
-            z = float(body.lo[2]) + (PLATE_FLOOR_M if inside else 0.004) + FINGERTIP_BELOW_M
-            start = np.array([*(contact - u * (0.0 if inside else 0.02)), z])
-            col = min(w.clearance(bundle.shifted(start + [0, 0, dz]), exclude=excl) for dz in PUSH_COLUMN_M)
-            end = start + np.array([*(u * length), 0.0])
-            col = min(col, w.clearance(bundle.shifted(end), exclude=(a,)))
-            score = min(col, 0.02) - (0.1 if col < PUSH_CLEAR_M else 0.0) - 0.004 * abs(off) / math.radians(15.0)
-            if best is None or score > best[0]:
-                best = (score, start, inside, u, length + (0.0 if inside else 0.02), bundle, yaw)
-    _, start, inside, u, length, bundle, yaw = best
+        contact = body.pos[:2] - u * (back + FINGER_HALF + 0.004)
+        z = float(body.lo[2]) + 0.004 + FINGERTIP_BELOW_M
+        start = np.array([*(contact - u * 0.02), z])
+        col = min(w.clearance(bundle.shifted(start + [0, 0, dz])) for dz in PUSH_COLUMN_M)
+        end = start + np.array([*(u * length), 0.0])
+        col = min(col, w.clearance(bundle.shifted(end), exclude=(a,)))
+        score = min(col, 0.02) - (0.1 if col < PUSH_CLEAR_M else 0.0) - 0.004 * abs(off) / math.radians(15.0)
+        if best is None or score > best[0]:
+            best = (score, start, u, length + 0.02, bundle, yaw)
+    _, start, u, length, bundle, yaw = best
     cmds: list[dict] = []
     un, pose = untilt(pose, prof)
     cmds += un
@@ -498,7 +680,7 @@ def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
         cmds.append({"op": "gripper", "action": "close"})
     cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
     above = start + np.array([0.0, 0.0, 0.06])
-    cmds += path_commands(pose.grip, route(w, pose.grip, above, bundle, exclude=(a,) if inside else ()), prof)
+    cmds += path_commands(pose.grip, route(w, pose.grip, above, bundle, exclude=()), prof)
     end = start + np.array([*(u * length), 0.0])
     cmds += path_commands(above, [start, end, end + np.array([0.0, 0.0, 0.05])], prof)
     return cmds[:prof.limits.max_batch - 1], True

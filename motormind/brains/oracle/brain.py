@@ -38,7 +38,7 @@ from ... import SCHEMA_VERSION
 from ..base import Brain, BrainReply, BrainRequest
 from . import articulated as art
 from . import pickplace as pp
-from .motion import path_commands, rotations, route, safe_height
+from .motion import clear_along, path_commands, rotations, route, safe_height
 from .world import MAX_GAP_M, Boxes, World, gripper_boxes
 
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
@@ -47,9 +47,13 @@ HOLD_MIN_MM = pp.HOLD_MIN_MM
 RELEASE_M = pp.RELEASE_M
 DROP_M = 0.08             # a held object over an In goal's region box, its bottom this close over the box's
                            # floor, is let go there: it falls in (a carry stopped by a basket's rim or handle)
+DROP_OVER_TOP_M = 0.015    # ... or its bottom no higher than this over the box's top (a tall container: a book
+                           # swung in the fingers meets the top of a caddy's slot, and drops in)
 DROP_INSET_M = 0.01        # ... with its origin this far inside the box's sides (at least half of them)
 MOVED_M = 0.02             # the Monitor's privileged check: an object the batch works on this far (xy) from
                            # where it was when the batch was computed is a scene the batch was not made for
+UNDER_COLUMN_M = (0.02, 0.05, 0.10)   # heights over the grip a carry's first rise must be clear at
+UNDER_SLIDES_M = (0.02, 0.035, 0.05, 0.07)   # ... else slides tried first, in 8 directions
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
 
 
@@ -82,8 +86,9 @@ class _Rel:
 
 def droppable(w: World, a: str, pred) -> bool:
     """For an ``In a region`` goal: ``a``'s origin inside the region's box in xy (DROP_INSET_M in
-    from its sides) with its bottom less than DROP_M over the box's floor, so that let go it falls
-    in. (A carry into a basket can be stopped by the basket's rim or handle short of its hover.)"""
+    from its sides) with its bottom less than DROP_M over the box's floor or at most DROP_OVER_TOP_M
+    over its top, so that let go it falls in. (A carry into a basket can be stopped by the basket's
+    rim or handle short of its hover.)"""
     if pred is None or len(pred) != 3 or pred[0].lower() != "in" or pred[2] not in w.regions:
         return False
     rg = w.regions[pred[2]]
@@ -91,8 +96,8 @@ def droppable(w: World, a: str, pred) -> bool:
     inset = np.minimum(DROP_INSET_M, half[:2] / 2)
     body = w.bodies[a]
     inside = bool(np.all(np.abs(body.pos[:2] - centre[:2]) <= half[:2] - inset))
-    floor = float(np.asarray(rg["lo"], float)[2])
-    return inside and -0.01 < float(body.lo[2]) - floor < DROP_M
+    floor, top = float(np.asarray(rg["lo"], float)[2]), float(np.asarray(rg["hi"], float)[2])
+    return inside and -0.01 < float(body.lo[2]) - floor < max(DROP_M, top + DROP_OVER_TOP_M - floor)
 
 
 class OracleBrain(Brain):
@@ -328,16 +333,33 @@ class OracleBrain(Brain):
         rel = body.pos - pose.grip
         goal = pp.grip_at(target, rel, lift=pp.HOVER_M)
         bundle = pp.bundle(w, a, pose)
-        lift = np.array([pose.grip[0], pose.grip[1], pose.grip[2] + 0.02])   # off the support first
+        start = self._out_from_under(w, pose.grip, bundle, a)          # from under an overhang first
+        lift = start + [0.0, 0.0, 0.02]                                # off the support
         turn = rotations("yaw", target.spin, prof)
         if not turn:
-            pts = [lift] + route(w, lift, goal, bundle, exclude=(a,))
+            pts = [start, lift] + route(w, lift, goal, bundle, exclude=(a,))
             return path_commands(pose.grip, pts, prof), True
         # the object turns on the way (a book into a slot): up clear of everything, turn, across, down
         top = np.array([goal[0], goal[1], max(lift[2], goal[2],
                                               safe_height(w, lift, goal, _spin_all(bundle), (a,)))])
         up = np.array([lift[0], lift[1], top[2]])
-        return (path_commands(pose.grip, [lift, up], prof) + turn + path_commands(up, [top, goal], prof)), True
+        return (path_commands(pose.grip, [start, lift, up], prof) + turn + path_commands(up, [top, goal], prof)), True
+
+    @staticmethod
+    def _out_from_under(w: World, grip: np.ndarray, bundle: Boxes, a: str) -> np.ndarray:
+        """Where the held bundle can rise from: the grip itself when the column over it is clear,
+        else the nearest point a short slide away whose column is (a bowl grasped under an opened
+        drawer: straight up, the hand meets the drawer's bottom)."""
+        def column_clear(p) -> bool:
+            return min(w.clearance(bundle.shifted(p + [0.0, 0.0, dz]), exclude=(a,)) for dz in UNDER_COLUMN_M) > 0.0
+        if column_clear(grip):
+            return grip
+        for r in UNDER_SLIDES_M:
+            for k in range(8):
+                p = grip + [r * np.cos(k * np.pi / 4), r * np.sin(k * np.pi / 4), 0.003]
+                if column_clear(p) and clear_along(w, grip, p, bundle, (a,), skip=0.01) > -0.002:
+                    return p
+        return grip
 
     def _x_place(self, w: World, pose: pp.Pose, a, b, pred):
         prof = self.profile

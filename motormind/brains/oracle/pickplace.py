@@ -37,8 +37,9 @@ PART_MIN_LEN_M = 0.008     # ... at least this long
 PART_MIN_HEIGHT_M = 0.012  # ... and this tall
 PART_MARGIN_M = 0.012      # the fingers open this much wider than the part on each side
 PART_OFFSET_COST = 0.05    # score per metre of a part's offset from the object's middle
-RIM_DEPTHS_M = (0.020, 0.012)   # ... and below the rim's top (deepest first): the hand, over the
-                                # far side of the object, must stay clear of its rim
+RIM_DEPTHS_M = (0.020, 0.012, 0.028)   # ... and below the rim's top (the first preferred): the hand, over
+                           # the far side of the object, must stay clear of its rim; the deepest keeps the
+                           # hand under an overhang (an opened drawer over a bowl)
 GRASP_DEPTH_M = 0.03       # a straddle grasp this far below the object's top ...
 GRASP_FLOOR_M = 0.011      # ... but the grip site at least this far above its bottom
 RELEASE_M = 0.012          # release with the object's bottom this far above the support
@@ -171,7 +172,7 @@ def candidates(world: World, a: str) -> list[Grasp]:
                     z = max(z_bot + GRASP_FLOOR_M, z_top - depth)
                     for skew in RIM_SKEWS:            # the fingers across the wall, or across it at a slant
                         out.append(Grasp(np.array([xy[0], xy[1], z]), yaw + skew, "rim", 2 * RIM_INSET_M,
-                                         -0.002 * (RIM_DEPTHS_M[0] - depth) / 0.006 - 0.015 * abs(skew) / 0.5,
+                                         -0.002 * abs(RIM_DEPTHS_M[0] - depth) / 0.006 - 0.015 * abs(skew) / 0.5,
                                          RIM_GAP_M))
     return out
 
