@@ -52,7 +52,8 @@ DROP_OVER_TOP_M = 0.015    # ... or its bottom no higher than this over the box'
 DROP_INSET_M = 0.01        # ... with its origin this far inside the box's sides (at least half of them)
 MOVED_M = 0.02             # the Monitor's privileged check: an object the batch works on this far (xy) from
                            # where it was when the batch was computed is a scene the batch was not made for
-UNDER_COLUMN_M = (0.02, 0.05, 0.10)   # heights over the grip a carry's first rise must be clear at
+UNDER_COLUMN_M = (0.02, 0.04)   # heights over the grip a carry's first rise must be clear at (higher up, the
+                                # route goes across under a shelf: a cabinet's top over a bowl in its top layer)
 UNDER_SLIDES_M = (0.02, 0.035, 0.05, 0.07)   # ... else slides tried first, in 8 directions
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
 
