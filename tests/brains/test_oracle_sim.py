@@ -26,6 +26,7 @@ WORKSPACE = Path(__file__).resolve().parents[1] / "data" / "libero_workspace.jso
 CASES = [
     ("libero_object", 0, 0, "in a region"),
     ("libero_goal", 0, 0, "open a drawer"),
+    ("libero_goal", 5, 0, "on a table region: a plate dragged from its well"),
     ("libero_goal", 7, 0, "turnon a knob"),
     ("libero_goal_task", 7, 0, "turnoff a knob"),
     ("libero_10", 2, 0, "turnon, then on a region: a sequence, a part grasp (a moka pot's handle)"),

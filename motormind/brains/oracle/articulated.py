@@ -15,8 +15,9 @@ overshoots the threshold.
 
 Hinged doors (the microwave): push the door's outer face along its arc until it shuts.
 
-Flat objects (a plate) slide to a table region: fingertips low behind them, a straight push,
-re-aimed every batch.
+Flat objects slide to a table region along a path planned around what stands on the table: a
+rimmed one (a plate) dragged by the fingers opened down in its well, one straight leg a batch;
+anything else pushed by the fingertips low behind it.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import numpy as np
 from ...geometry import axis_angle_to_mat, mat_to_rpy, rot_error
 from . import pickplace as pp
 from .motion import clear_along, path_commands, route, rotations
-from .world import FINGERTIP_BELOW_M, HAND_Z, MAX_GAP_M, Articulation, World, gripper_boxes, separation
+from .world import FINGERTIP_BELOW_M, HAND_Z, MAX_GAP_M, Articulation, Boxes, World, gripper_boxes, separation
 
 STANDOFF_M = 0.10          # the tool turns horizontal this far out from the handle
 PUSH_PAST_M = 0.008        # push a drawer this far past its closed position (into its stop)
@@ -36,19 +37,41 @@ KNOB_OFF_PAST = 0.12       # rad past the knob's lower stop, to be sure it rests
 KNOB_SLIP = 1.25           # the wrist turns this much more than the knob (the fingers slip on the bar)
 FLAT_MAX_M = 0.03          # an object this thin and wider than the gap is pushed, not lifted
 PUSH_TOL_M = 0.012         # a push is done with the origin this close to the target
+PUSH_INSET_M = 0.012       # ... or this far inside the region's box
 FINGER_HALF = 0.012        # closed fingertips: half their thickness
-WELL_MIN_M = 0.008         # an object whose top stands this far over the floor under its middle has a well
-FINGER_OVER_M = 0.002      # a push from inside a well: the fingertips this far over its floor
-RIM_OVER_M = 0.012         # ... coming down into it from this far over its top
-PUSH_OVER_M = 0.004        # ... and pushing this much further than the leg (the gap to the rim, the give)
-PUSH_MARGIN_M = 0.004      # a pushed object's footprint (a disc) keeps this clear of what stands on the table
-PUSH_CLEAR_SPOT_M = 0.015  # ... and ends this clear of it, where the region has room (more buys nothing)
-PUSH_GRID_M = 0.01         # its path is planned on a grid this fine ...
-PUSH_WINDOW_M = 0.15       # ... over the box around its start and its target grown by this
-HAND_REACH_M = 0.11        # the hand reaches this far (xy) from the object's middle as it pushes (the hand
-                           # is 21 cm long): things that stand up to it are passed this far off if they can be
 PUSH_COLUMN_M = (0.0, 0.04, 0.09, 0.14, 0.19)   # heights over a push's start the hand comes down through
 PUSH_CLEAR_M = 0.012       # a push whose hand comes closer than this to the scene is not tried first
+# a push's path (the object's origin): its footprint, a disc, clear of every box that stands on the table
+PUSH_MARGIN_M = 0.0        # ... by this much (the disc reaches the corners of a plate's rim boxes: 73 mm, the
+                           # rim's lip 66 mm)
+PUSH_CLEAR_SPOT_M = 0.015  # ... and ending this clear, where the region has room (more buys nothing)
+PUSH_GRID_M = 0.01         # ... corners tried on a grid this fine (every other point) ...
+PUSH_WINDOW_M = 0.15       # ... over the box around its start and its target grown by this
+LEG_COST_M = 0.15          # ... a corner costs as much as this much more path (the fingers lift out of the
+                           # well and go in afresh: 40-45 steps)
+HAND_REACH_M = 0.11        # ... dearer where things that stand up to the hand are this close (the hand is
+                           # 21 cm long)
+PUSH_REACH_M = -0.005      # ... and the hand no further than this beyond the arm's comfortable reach
+                           # (pp.REACH_M; measured low over the table the elbow straightens 0.785-0.81 m from
+                           # the shoulder, less straight ahead; dragging a plate the fingers stalled at 0.79)
+# a drag from inside a well (a plate), measured on LIBERO's plate
+WELL_MIN_M = 0.008         # an object whose top stands this far over the floor under its middle has a well
+WELL_GAP_MAX_M = 0.047     # the fingers open at most this far ...
+WELL_TOUCH_M = 0.004       # ... and so that 1 mm over its floor they reach this deep into its sides (the
+                           # plate: 46 mm, 6 deg at most off flat dragged in any direction; at 30-36 mm the
+                           # fingers rode up its side dragging it toward the arm's base and tipped it 10-20 deg)
+FINGER_OVER_M = -0.002     # the fingertips this far over its floor (pressing on it: 1 mm higher, they rode up)
+PULL_PRESS_M = 0.006       # ... dragged toward the arm's base this much lower still (the arm pitches the
+                           # hand, the fingertips rose 5-8 mm; away from the base 1-2 mm)
+WELL_LAG_M = 0.012         # its origin trails the grip site by this much (measured 12-25 mm)
+PUSH_OVER_M = 0.004        # ... the last leg goes this much further (the give)
+RIM_OVER_M = 0.012         # the fingers come down into it from this far over its top, and settle there
+SETTLE = {"op": "wait", "seconds": 0.1}         # (a move blended into the next passes 12 mm over its target)
+DRAG_STEP_M = 0.04         # dragged in moves this long at most (a long one curves: the servo saturates axis
+                           # by axis, and a drag 17-28 deg off the way tipped the plate more)
+DRAG_CLEAR_M = 0.006       # the wrist turns as little as keeps the hand this clear (a step per 3 deg)
+STUCK_M = 0.01             # a drag batch stopped with it moved less than this: the wrist turns a quarter
+STAY_MAX = math.radians(20.0)   # fingers down in it leading it within this of the way drag on from there
 BACKOFF_M = 0.03
 UNTILT_MIN = math.radians(12.0)   # a smaller tilt (LIBERO starts some episodes 6 deg off) is left as it is
 RELEASE_FRACTION = 0.4     # the fingers let go of a handle bar (16 mm) by opening to about 31 mm
@@ -468,66 +491,124 @@ def _orient_for_twist(yaw: float, pose: pp.Pose, twist: float) -> float:
 
 # -- pushes -----------------------------------------------------------------------------------------
 def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
-    """Slide a flat object over the table so that its origin ends in ``region``, along a path planned
-    for its footprint around what stands on the table (``_push_path``), one straight leg a batch,
-    re-planned every batch. A rimmed object (a plate) is pushed from inside: the closed fingertips
-    down in its well, just over its floor, against the inner face of its leading rim (measured on
-    LIBERO's plate: its rim slopes up and out at about 28 deg, from 31 to 67 mm off its axis, so
-    fingertips pushing its outside low wedge under the rim and the plate climbs them; pushed from
-    inside, the rim's face presses it down onto the table). Anything else is pushed from outside,
-    fingertips low against its trailing side."""
+    """Slide a flat object over the table so that its origin ends in ``region`` (``_push_target``),
+    along a path planned for its footprint around what stands on the table (``_push_path``),
+    re-planned every batch.
+
+    A rimmed object (a plate) is dragged from inside: the fingers, opened to rest against the foot of
+    its well's sides (``_well_grip``), go down into its middle, settle there, and the hand moves
+    along the path's first leg; the sides ahead of the fingers carry it, those beside and behind
+    keep it from tipping. Each leg the fingers go in afresh. (Measured on LIBERO's plate: its rim
+    slopes up and out at about 28 deg, from 39 mm off its axis at its floor to 66 mm at its lip 16
+    mm up, and it rests on a ring 31 mm off its axis. Fingertips pushing that slope, closed, ride up
+    it and tip the plate over its leading edge within 2-3 cm, and so do fingers dragged on round a
+    corner; pushed from outside, a plate went into the bowl beside it. A plate is very light: the
+    friction of pressed fingertips alone drags it part of the way.) Anything else is pushed from
+    outside, closed fingertips low against its trailing side."""
     prof = brain.profile
     body = w.bodies[a]
     target = _push_target(w, a, region) if region in w.regions else pp.place_target(w, a, pred).origin[:2]
-    floor = _well_floor(w, a)
-    inside = floor is not None
-    grip_z = (floor if inside else float(body.lo[2]) + 0.004) + FINGER_OVER_M + FINGERTIP_BELOW_M
+    well = _well_grip(w, a)
     over_z = float(body.hi[2]) + RIM_OVER_M + FINGERTIP_BELOW_M   # fingertips just over its top
     in_well = float(np.linalg.norm(pose.grip[:2] - body.pos[:2])) < _radius(w, a) and pose.grip[2] < over_z
-    lift = [] if not in_well else path_commands(pose.grip, [np.array([*pose.grip[:2], over_z + 0.03])], prof)
-    if float(np.linalg.norm(target - body.pos[:2])) < PUSH_TOL_M:
-        return lift, True
-    if not inside:
+    if float(np.linalg.norm(target - body.pos[:2])) < PUSH_TOL_M or _inside(w, a, region, PUSH_INSET_M):
+        return (path_commands(pose.grip, [np.array([*pose.grip[:2], over_z + 0.03])], prof) if in_well else []), True
+    if well is None:
         return _push_outside(brain, w, pose, a, target)
-    leg = _push_path(w, a, target, grip_z + HAND_Z[0])[1] - body.pos[:2]
-    length = float(np.linalg.norm(leg))
-    u = leg / length
-    heading = math.atan2(u[1], u[0])
-    best = None                                       # (score, yaw, start)
-    for yaw in (heading + math.pi / 2, heading):      # the fingers' wide side across the push first
-        fingers = gripper_boxes(np.zeros(3), yaw, 0.01, hand=False)
-        d = next((d for d in np.arange(_radius(w, a), -0.001, -0.002)
-                  if w.clearance(fingers.shifted([*(body.pos[:2] + u * d), grip_z]), exclude=()) > 0.001
-                  or d < 0.002), 0.0)              # the fingers as far toward the leading rim as they fit
-        start = np.array([*(body.pos[:2] + u * d), grip_z])
-        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
-        col = clear_along(w, start, start + [*(u * length), 0.0], bundle, exclude=(a,))
-        col = min(col, min(w.clearance(bundle.shifted(start + [0, 0, dz]), exclude=(a,)) for dz in PUSH_COLUMN_M))
-        score = min(col, 0.02) - 0.004 * (yaw == heading)
-        if best is None or score > best[0]:
-            best = (score, yaw, start)
-    _, yaw, start = best
-    cmds: list[dict] = []
+    grip_z, gap = well
+    path = _push_path(w, a, target, grip_z + HAND_Z[0])
+    u = (path[1] - path[0]) / max(float(np.linalg.norm(path[1] - path[0])), 1e-9)
+    last = len(path) == 2                             # one leg a batch: each corner is planned from where it is
+    toward_base = max(0.0, -float(u @ pose.grip[:2]) / float(np.linalg.norm(pose.grip[:2])))
+    end = np.array([*(path[1] + u * (WELL_LAG_M + (PUSH_OVER_M if last else 0.0))),
+                    grip_z - PULL_PRESS_M * toward_base])
+    out = [end + np.array([0.0, 0.0, 0.05])]          # the last leg done: out of it
+    memo = brain.push_memo                            # object -> its origin when the last drag batch began
+    was = memo.pop(a, None)
+    stuck = was is not None and float(np.linalg.norm(body.pos[:2] - was)) < STUCK_M and "blocked" in brain.last_report
+    lead = pose.grip[:2] - body.pos[:2]
+    on = float(np.linalg.norm(lead)) < 0.01 or float(lead @ u) > math.cos(STAY_MAX) * float(np.linalg.norm(lead))
+    if in_well and not stuck and on and pose.grip[2] < grip_z + 0.015:   # down in it, in its middle or leading
+        memo[a] = body.pos[:2].copy()                 # it this way: the drag (on)
+        cmds = _drag(pose.grip, end, prof)
+        if last and len(cmds) < prof.limits.max_batch - 1:
+            return cmds + path_commands(end, out, prof), True
+        return cmds[:prof.limits.max_batch], False    # the rest (from where it is then) next batch
+    cmds: list[dict] = []                             # else into it: over its middle, down, settle
     un, pose = untilt(pose, prof)
     cmds += un
-    if pose.fraction > 0.1:
-        cmds.append({"op": "gripper", "action": "close"})
     here = pose.grip
-    if lift:                                          # out of its well before the wrist turns
-        cmds += lift
-        here = np.array([*pose.grip[:2], over_z + 0.03])
-    cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
-    above = np.array([*start[:2], over_z])
-    bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
-    cmds += path_commands(here, route(w, here, above, bundle, exclude=()), prof)
-    end = start + np.array([*(u * (length + PUSH_OVER_M)), 0.0])
-    cmds += path_commands(above, [start, end], prof)
-    last = float(np.linalg.norm(target - (body.pos[:2] + u * length))) < PUSH_TOL_M
-    if last:                                          # the last leg: let go of it
-        cmds += path_commands(end, [end + np.array([0.0, 0.0, 0.05])], prof)
-    if len(cmds) > prof.limits.max_batch - 1:
-        return cmds[:prof.limits.max_batch], False
-    return cmds, last
+    if in_well:                                       # (out of it first)
+        here = np.array([*here[:2], over_z])
+        cmds += path_commands(pose.grip, [here], prof)
+    if abs(pose.fraction - gap / MAX_GAP_M) > 0.2:    # (its sides squeeze the fingers in a little)
+        cmds.append({"op": "gripper", "width": round(gap / MAX_GAP_M, 3)})
+    start = np.array([*path[0], grip_z])              # (opened across its floor, they go down nowhere else)
+    yaw = _drag_yaw(w, a, pose, [start, end], gap, math.atan2(u[1], u[0]))
+    if stuck:                                         # a drag that did not move it (the arm stopped): the
+        yaw = pp.orient(yaw + math.pi / 2, pose)      # wrist turned a quarter
+    cmds += rotations("yaw", yaw - pose.yaw, prof)
+    above = np.array([*start[:2], over_z + (0.0 if in_well else 0.03)])
+    cmds += path_commands(here, route(w, here, above, gripper_boxes(np.zeros(3), yaw, gap), exclude=(),
+                                      clear=0.008), prof)
+    cmds += path_commands(above, [start], prof) + [SETTLE]   # the drag next batch (a way down stopped
+    return cmds[:prof.limits.max_batch], False        # short on its sides would cancel it)
+
+
+def _drag(p, q, prof) -> list[dict]:
+    """p -> q in moves DRAG_STEP_M long at most (a long one curves: the servo saturates axis by axis)."""
+    n = int(math.ceil(float(np.linalg.norm(q - p)) / DRAG_STEP_M))
+    return path_commands(p, [p + (q - p) * (i + 1) / n for i in range(n)], prof)
+
+
+def _drag_yaw(w: World, a: str, pose: pp.Pose, drag, gap: float, heading: float) -> float:
+    """The wrist's yaw for a drag: the one it turns to least (a step per 3 deg) that keeps the hand
+    clear of the scene along the drag. (From a fresh start in its well a plate followed the fingers
+    at any yaw to the way: side by side across it, one behind the other, 45 deg between, within 2-4
+    deg of flat.)"""
+    best = None
+    for y in [pose.yaw] + [heading + k * math.pi / 4 for k in range(4)]:
+        y = pp.orient(y, pose)
+        bundle = gripper_boxes(np.zeros(3), y, gap)
+        col = min([clear_along(w, p, q, bundle, exclude=(a,)) for p, q in zip(drag, drag[1:])] +
+                  [w.clearance(bundle.shifted(drag[0] + [0, 0, dz]), exclude=(a,)) for dz in PUSH_COLUMN_M])
+        score = min(col, DRAG_CLEAR_M) - abs(y - pose.yaw) * 0.001
+        if best is None or score > best[0]:
+            best = (score, y)
+    return best[1]
+
+
+def _well_grip(w: World, a: str) -> tuple[float, float] | None:
+    """For an object with a well (its top WELL_MIN_M or more over the floor under its origin, and room
+    on that floor for the fingers): (grip height, finger gap); the gap the widest, up to
+    WELL_GAP_MAX_M, at which the fingers reach at most WELL_TOUCH_M into its sides. None: no well."""
+    b = w.bodies[a]
+    floor = None                                      # probed down its own axis (it may lie a little tilted)
+    for t in np.arange(float(b.local_lo[2]), float(b.local_hi[2]), 0.0005):
+        p = b.pos + b.rot[:, 2] * t
+        local = np.einsum("nji,nj->ni", b.obbs.R, p - b.obbs.c)
+        if np.any(np.all(np.abs(local) <= b.obbs.h + 1e-4, axis=1)):
+            floor = float(t)
+    if floor is None or float(b.local_hi[2]) - floor < WELL_MIN_M:
+        return None
+    own = Boxes((b.obbs.c - b.pos) @ b.rot, b.obbs.h, np.einsum("ji,njk->nik", b.rot, b.obbs.R))   # upright
+
+    def fits(gap):                                    # (tested 1 mm over the floor, in its own frame)
+        return separation(gripper_boxes(np.array([0.0, 0.0, floor + 0.001 + FINGERTIP_BELOW_M]), 0.0, gap,
+                                        hand=False), own) > -WELL_TOUCH_M
+    gaps = [g for g in np.arange(0.01, WELL_GAP_MAX_M + 1e-6, 0.002) if fits(g)]
+    if not gaps:
+        return None
+    return float(b.pos[2]) + floor + FINGERTIP_BELOW_M + FINGER_OVER_M, float(gaps[-1])
+
+
+def _inside(w: World, a: str, region: str, inset: float) -> bool:
+    """``a``'s origin over ``region``'s box (xy), ``inset`` in from its sides, and ``a`` lying flat."""
+    rg = w.regions.get(region)
+    if rg is None or not w.bodies[a].upright:
+        return False
+    d = np.abs(w.bodies[a].pos[:2] - np.asarray(rg["centre"], float)[:2])
+    return bool(np.all(d < np.asarray(rg["half_extents"], float)[:2] - inset))
 
 
 def _radius(w: World, a: str) -> float:
@@ -537,22 +618,6 @@ def _radius(w: World, a: str) -> float:
     signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
     pts = (b.obbs.c[:, None, :] + np.einsum("kj,nij->nki", signs, b.obbs.R * b.obbs.h[:, None, :])).reshape(-1, 3)
     return float(np.linalg.norm(pts[:, :2] - b.pos[:2], axis=1).max())
-
-
-def _well_floor(w: World, a: str) -> float | None:
-    """The height of the floor of ``a``'s well (the top of its geom under its origin), when its rim
-    stands WELL_MIN_M or more above it and the closed fingertips fit down there; None otherwise."""
-    b = w.bodies[a]
-    floor = float(b.lo[2])
-    for z in np.arange(float(b.lo[2]), float(b.hi[2]), 0.0005):
-        p = np.array([b.pos[0], b.pos[1], z])
-        local = np.einsum("nji,nj->ni", b.obbs.R, p - b.obbs.c)
-        if np.any(np.all(np.abs(local) <= b.obbs.h + 1e-4, axis=1)):
-            floor = float(z)
-    if float(b.hi[2]) - floor < WELL_MIN_M:
-        return None
-    fingers = gripper_boxes(np.array([*b.pos[:2], floor + FINGER_OVER_M + FINGERTIP_BELOW_M]), 0.0, 0.01, hand=False)
-    return floor if separation(fingers, b.obbs) > 0.0 else None
 
 
 def _table_boxes(w: World, a: str) -> np.ndarray:
@@ -580,70 +645,57 @@ def _push_target(w: World, a: str, region: str) -> np.ndarray:
 
 
 def _push_path(w: World, a: str, target, hand_z: float) -> list[np.ndarray]:
-    """Waypoints (xy) for ``a``'s origin from where it is to ``target``: the shortest path on a
-    PUSH_GRID_M grid along which its footprint (a disc) stays PUSH_MARGIN_M clear of every box that
-    stands on the table, with a cost for passing things that reach up to the hand (``hand_z`` up)
-    within HAND_REACH_M, then pulled straight: [start, first corner, ..., target]."""
-    import heapq
+    """Waypoints (xy) for ``a``'s origin from where it is to ``target``: [start, corners..., target],
+    at most two corners, along which its footprint (a disc) stays PUSH_MARGIN_M clear of every box
+    that stands on the table, the least costly: its length, dearer where things that reach up to
+    the hand (``hand_z`` up) are within HAND_REACH_M or the arm reaches beyond its comfortable reach,
+    and LEG_COST_M for each corner. Corners are tried on a grid (PUSH_GRID_M) over the box around
+    start and target grown by PUSH_WINDOW_M. None clear: straight (the next batch sees what it did)."""
     b = w.bodies[a]
     r = _radius(w, a)
     obs = _table_boxes(w, a)
     tall = obs[:, 1, 2] > hand_z - 0.01
     p0, p1 = b.pos[:2].copy(), np.asarray(target, float)[:2]
-    lo = p0 - np.ceil((p0 - np.minimum(p0, p1) + PUSH_WINDOW_M) / PUSH_GRID_M) * PUSH_GRID_M   # p0 on the grid
+    lo = np.minimum(p0, p1) - PUSH_WINDOW_M
     n = np.ceil((np.maximum(p0, p1) + PUSH_WINDOW_M - lo) / PUSH_GRID_M).astype(int) + 1
     gx, gy = np.meshgrid(np.arange(n[0]), np.arange(n[1]), indexing="ij")
     pts = lo + np.stack([gx, gy], axis=-1).reshape(-1, 2) * PUSH_GRID_M
-
     ends = np.array([p0, p1])
     d_ends = _dist(ends, obs) - 0.003                  # it may start (end) closer than the margin to
-                                                      # something: then it moves away at least half as fast
+    d_all, d_tall = _dist(pts, obs), _dist(pts, obs[tall])   # something: then it moves away at least half as fast
+    off = np.linalg.norm(pts[:, None] - ends[None], axis=2)
+    need = np.minimum(r + PUSH_MARGIN_M, (d_ends[None] + 0.5 * off).min(axis=1))
+    cell = 1.0 + 20.0 * np.clip(HAND_REACH_M - d_tall, 0.0, None) / HAND_REACH_M
+    cell[(d_all < need) & (off.min(axis=1) > PUSH_GRID_M)] = np.inf
+    t = np.linspace(0.0, 1.0, int(np.linalg.norm(n) * 0.7) + 2)
 
-    def cost(p):                                      # inf where the footprint hits; else the hand's
-        d_all, d_tall = _dist(p, obs), _dist(p, obs[tall])
-        c = 1.0 + 20.0 * np.clip(HAND_REACH_M - d_tall, 0.0, None) / HAND_REACH_M \
-            + 20.0 * np.array([pp.reach_excess([x, y, hand_z]) for x, y in p])
-        off = np.linalg.norm(p[:, None] - ends[None], axis=2)
-        need = np.minimum(r + PUSH_MARGIN_M, (d_ends[None] + 0.5 * off).min(axis=1))
-        return np.where(d_all < need, np.inf, c)
+    def legs(A, B):                                   # (k, 2), (m, 2) -> (k, m): each leg's length x mean cost
+        d = B[None] - A[:, None]
+        length = np.linalg.norm(d, axis=2)
+        q = A[:, None, None] + t[None, None, :, None] * d[:, :, None]
+        k = np.clip(np.round((q - lo) / PUSH_GRID_M).astype(int), 0, n - 1)
+        c = cell.reshape(n)[k[..., 0], k[..., 1]]
+        grip = q + (d / np.maximum(length, 1e-9)[..., None])[:, :, None] * WELL_LAG_M   # the hand leads it
+        reach = np.linalg.norm(np.concatenate([grip, np.full(grip.shape[:-1] + (1,), hand_z +
+                               pp.FLANGE_ABOVE_GRIP_M)], axis=-1) - pp.SHOULDER, axis=-1) - pp.REACH_M
+        c = np.where(reach[..., 1:].max(axis=2, initial=-1.0)[..., None] > PUSH_REACH_M, np.inf,
+                     c + 100.0 * np.clip(reach, 0.0, None))
+        with np.errstate(invalid="ignore"):
+            out = length * c.mean(axis=2)
+        return np.where(np.isnan(out), np.inf, out)  # (no leg at all: not a corner)
 
-    cell = cost(pts).reshape(n)
-    s = tuple(int(v) for v in np.round((p0 - lo) / PUSH_GRID_M))
-    g = tuple(int(v) for v in np.clip(np.round((p1 - lo) / PUSH_GRID_M), 0, n - 1))
-    cell[s], cell[g] = min(cell[s], 1.0), min(cell[g], 1.0)
-    best, prev, todo = {s: 0.0}, {}, [(0.0, 0.0, s)]
-    while todo:
-        _, c, k = heapq.heappop(todo)
-        if k == g:
-            break
-        if c > best.get(k, math.inf):
-            continue
-        for dx in (-1, 0, 1):
-            for dy in (-1, 0, 1):
-                m = (k[0] + dx, k[1] + dy)
-                if (dx or dy) and 0 <= m[0] < n[0] and 0 <= m[1] < n[1] and math.isfinite(cell[m]):
-                    cm = c + math.hypot(dx, dy) * (cell[k] + cell[m]) / 2
-                    if cm < best.get(m, math.inf):
-                        best[m], prev[m] = cm, k
-                        heapq.heappush(todo, (cm + math.hypot(g[0] - m[0], g[1] - m[1]), cm, m))
-    if g not in prev and g != s:
-        return [p0, p1]                               # no way found: straight (the next batch sees what it did)
-    path = [g]
-    while path[-1] != s:
-        path.append(prev[path[-1]])
-    path = [p0] + [lo + np.array(k) * PUSH_GRID_M for k in path[::-1][1:-1]] + [p1]
-    out = [p0]                                        # pulled straight: the farthest point in sight
-    i = 0
-    while i < len(path) - 1:
-        j = len(path) - 1
-        while j > i + 1:
-            seg = np.linspace(path[i], path[j], max(2, int(np.linalg.norm(path[j] - path[i]) / 0.005) + 1))
-            if np.all(np.isfinite(cost(seg))):
-                break
-            j -= 1
-        out.append(path[j])
-        i = j
-    return out
+    via = pts[np.isfinite(cell) & (gx.ravel() % 2 == 0) & (gy.ravel() % 2 == 0)]
+    one = float(legs(p0[None], p1[None])[0, 0])
+    a1, b1 = legs(p0[None], via)[0], legs(via, p1[None])[:, 0]
+    two = a1 + b1 + LEG_COST_M
+    three = a1[:, None] + legs(via, via) + b1[None, :] + 2 * LEG_COST_M
+    best = min((one, 1), (float(two.min(initial=np.inf)), 2), (float(three.min(initial=np.inf)), 3))
+    if not math.isfinite(best[0]) or best[1] == 1:
+        return [p0, p1]
+    if best[1] == 2:
+        return [p0, via[int(np.argmin(two))], p1]
+    i, j = np.unravel_index(int(np.argmin(three)), three.shape)
+    return [p0, via[i], via[j], p1]
 
 
 def _push_outside(brain, w: World, pose: pp.Pose, a: str, target):

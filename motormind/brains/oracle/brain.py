@@ -118,7 +118,8 @@ class OracleBrain(Brain):
         self.last_report = ""       # the Executor's last report, as its prompt shows it
         self.scripts: dict = {}     # subgoal id it did not plan -> _Script: the whole task, step by step
         self.on_plan = None         # plan hook (subgoals, specs) -> None: a wrapper's grounding errors (brains/noisy.py)
-        self.last_steps: set = set() # the last subgoal of each plan: its verdict is the task's
+        self.push_memo: dict = {}   # object -> its origin when the last drag batch on it began (articulated.push)
+        self.last_steps: set = set()  # the last subgoal of each plan: its verdict is the task's
         self.planned_at: dict = {}  # subgoal id -> {body: its origin (x, y) when the last batch was computed}
 
     def respond(self, req: BrainRequest) -> BrainReply:
