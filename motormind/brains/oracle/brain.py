@@ -45,7 +45,7 @@ APPROACH_M = 0.05          # pre-grasp height above the grasp point
 TEST_LIFT_M = 0.02         # a grasp batch ends lifting this much: the Verifier sees whether it holds
 HOLD_MIN_MM = pp.HOLD_MIN_MM
 RELEASE_M = pp.RELEASE_M
-DROP_M = 0.08             # a held object over an In goal's region box, its bottom this close over the box's
+DROP_M = 0.08              # a held object over an In goal's region box, its bottom this close over the box's
                            # floor, is let go there: it falls in (a carry stopped by a basket's rim or handle)
 DROP_OVER_TOP_M = 0.015    # ... or its bottom no higher than this over the box's top (a tall container: a book
                            # swung in the fingers meets the top of a caddy's slot, and drops in)
