@@ -31,11 +31,15 @@ def body(lo, hi, rot=EYE, kind="object") -> dict:
             "local_lo": (lo - pos).tolist(), "local_hi": (hi - pos).tolist()}
 
 
+def world_data(bodies: dict, regions=None, finger_contacts=None) -> dict:
+    """A Scene.world() of ``bodies`` on a table."""
+    return {"bodies": bodies, "static": [[[-0.1, -0.6, -0.05], [1.1, 0.6, 0.0]]],
+            "static_obbs": [[0.5, 0.0, -0.025, 0.6, 0.6, 0.025] + EYE], "ground_z": None, "articulations": [],
+            "predicates": {}, "regions": regions or {}, "finger_contacts": finger_contacts or {}}
+
+
 def world(bodies: dict, regions=None) -> World:
-    table = [[0.5, 0.0, -0.025, 0.6, 0.6, 0.025] + EYE]
-    return World.from_data({"bodies": bodies, "static": [[[-0.1, -0.6, -0.05], [1.1, 0.6, 0.0]]],
-                            "static_obbs": table, "ground_z": None, "articulations": [], "predicates": {},
-                            "regions": regions or {}, "finger_contacts": {}})
+    return World.from_data(world_data(bodies, regions))
 
 
 def test_separation_of_oriented_boxes():
@@ -194,9 +198,7 @@ def test_the_planner_lets_go_of_an_object_whose_goal_already_holds():
     from motormind.brains.oracle.brain import OracleBrain
     from motormind.brains.base import BrainRequest
     bodies = {"can": body([0.57, 0.17, 0.05], [0.63, 0.23, 0.15]), "box": body([0.4, -0.2, 0.0], [0.44, -0.16, 0.03])}
-    data = {"bodies": bodies, "static": [[[-0.1, -0.6, -0.05], [1.1, 0.6, 0.0]]],
-            "static_obbs": [[0.5, 0.0, -0.025, 0.6, 0.6, 0.025] + EYE], "ground_z": None, "articulations": [],
-            "predicates": {}, "regions": BASKET, "finger_contacts": {"can": ["left", "right"]}}
+    data = world_data(bodies, BASKET, {"can": ["left", "right"]})
     goal = [["in", "can", "basket_region"], ["in", "box", "basket_region"]]
     brain = OracleBrain(_Scene(data, goal, true=[goal[0]]), load_profile("libero_panda"))
     state = {"eef_pos_mm": [600.0, 200.0, 130.0], "eef_yaw_deg": 0.0, "gripper_width_mm": 60.0,
@@ -217,9 +219,7 @@ def test_the_last_step_of_a_plan_is_verified_against_the_whole_goal():
     from motormind.brains.oracle.brain import OracleBrain
     from motormind.brains.base import BrainRequest
     bodies = {"can": body([0.57, 0.17, 0.05], [0.63, 0.23, 0.15]), "box": body([0.58, 0.18, 0.0], [0.62, 0.22, 0.03])}
-    data = {"bodies": bodies, "static": [[[-0.1, -0.6, -0.05], [1.1, 0.6, 0.0]]],
-            "static_obbs": [[0.5, 0.0, -0.025, 0.6, 0.6, 0.025] + EYE], "ground_z": None, "articulations": [],
-            "predicates": {}, "regions": BASKET, "finger_contacts": {}}
+    data = world_data(bodies, BASKET)
     goal = [["in", "can", "basket_region"], ["in", "box", "basket_region"]]
     scene = _Scene(data, goal, true=[goal[0]])
     brain = OracleBrain(scene, load_profile("libero_panda"))

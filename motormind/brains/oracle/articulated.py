@@ -604,11 +604,7 @@ def _well_grip(w: World, a: str) -> tuple[float, float] | None:
 
 def _inside(w: World, a: str, region: str, inset: float) -> bool:
     """``a``'s origin over ``region``'s box (xy), ``inset`` in from its sides, and ``a`` lying flat."""
-    rg = w.regions.get(region)
-    if rg is None or not w.bodies[a].upright:
-        return False
-    d = np.abs(w.bodies[a].pos[:2] - np.asarray(rg["centre"], float)[:2])
-    return bool(np.all(d < np.asarray(rg["half_extents"], float)[:2] - inset))
+    return w.bodies[a].upright and w.over_region(a, region, inset)
 
 
 def _radius(w: World, a: str) -> float:

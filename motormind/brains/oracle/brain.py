@@ -93,12 +93,10 @@ def droppable(w: World, a: str, pred) -> bool:
     if pred is None or len(pred) != 3 or pred[0].lower() != "in" or pred[2] not in w.regions:
         return False
     rg = w.regions[pred[2]]
-    centre, half = np.asarray(rg["centre"], float), np.asarray(rg["half_extents"], float)
-    inset = np.minimum(DROP_INSET_M, half[:2] / 2)
-    body = w.bodies[a]
-    inside = bool(np.all(np.abs(body.pos[:2] - centre[:2]) <= half[:2] - inset))
+    inset = np.minimum(DROP_INSET_M, np.asarray(rg["half_extents"], float)[:2] / 2)
     floor, top = float(np.asarray(rg["lo"], float)[2]), float(np.asarray(rg["hi"], float)[2])
-    return inside and -0.01 < float(body.lo[2]) - floor < max(DROP_M, top + DROP_OVER_TOP_M - floor)
+    return w.over_region(a, pred[2], inset) and \
+        -0.01 < float(w.bodies[a].lo[2]) - floor < max(DROP_M, top + DROP_OVER_TOP_M - floor)
 
 
 class OracleBrain(Brain):

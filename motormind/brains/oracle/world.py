@@ -219,6 +219,15 @@ class World:
     def predicate(self, op: str, name: str) -> bool | None:
         return self.predicates.get(f"{op} {name}")
 
+    def over_region(self, name: str, region: str, inset) -> bool:
+        """``name``'s origin over ``region``'s box in xy, ``inset`` (m; one value or one per axis)
+        in from its sides. False for a region the scene does not have."""
+        rg = self.regions.get(region)
+        if rg is None:
+            return False
+        d = np.abs(self.bodies[name].pos[:2] - np.asarray(rg["centre"], float)[:2])
+        return bool(np.all(d < np.asarray(rg["half_extents"], float)[:2] - inset))
+
     def joint_for_region(self, region: str) -> Articulation | None:
         return next((a for a in self.articulations if region in a.regions), None)
 
