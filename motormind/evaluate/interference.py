@@ -352,22 +352,29 @@ def summarize_measures(rows: list[dict]) -> dict:
 HAND_CLEAR_M = 0.12          # the outside hand puts nothing closer than this (xy) to the gripper
 
 
-def spot_check(profile, z_m: float, tcp_xy_m: Callable[[], tuple], hand_clear_m: float = HAND_CLEAR_M):
+def spot_check(profile, z_m: float, tcp_xy_m: Callable[[], tuple], hand_clear_m: float = HAND_CLEAR_M,
+               reach_xy_m: float | None = None):
     """``ok(xy)`` for ``choose_spot``: reachable for a grasp (inside the profile's workspace at
-    height ``z_m``) and not under or beside the gripper (a person does not put an object down onto
-    the moving fingers). ``tcp_xy_m()``: the gripper's (x, y) now, m, base frame."""
+    height ``z_m``, and no further than ``reach_xy_m`` from the base's vertical axis when given: a
+    workspace box's far corners can be out of the arm's reach) and not under or beside the gripper
+    (a person does not put an object down onto the moving fingers). ``tcp_xy_m()``: the gripper's
+    (x, y) now, m, base frame."""
     def ok(xy) -> bool:
         tx, ty = tcp_xy_m()[:2]
         far = math.hypot(xy[0] - tx, xy[1] - ty) >= hand_clear_m
-        return far and not profile.in_workspace([xy[0] * 1000.0, xy[1] * 1000.0, z_m * 1000.0])
+        near_base = reach_xy_m is None or math.hypot(xy[0], xy[1]) <= reach_xy_m
+        return far and near_base and not profile.in_workspace([xy[0] * 1000.0, xy[1] * 1000.0, z_m * 1000.0])
     return ok
 
 
 LIBERO_HAND_CLEAR_M = 0.08   # LIBERO's tables are small: the hand keeps 8 cm (xy) from the grip point
+LIBERO_REACH_XY_M = 0.78     # ... and puts nothing further than this (xy) from the Panda's base: LIBERO's
+                             # own scenes put a fetched object up to 0.785 m away (libero_spatial 6); a
+                             # bowl moved to 0.87 m could not be grasped from above (the elbow straight)
 
 
 def attach(runner, scene, setting: tuple[str, str], seed: int, shift_m, record, steps_fn=None,
-           clear_m: float = 0.01, hand_clear_m: float = LIBERO_HAND_CLEAR_M):
+           clear_m: float = 0.01, hand_clear_m: float = LIBERO_HAND_CLEAR_M, reach_xy_m: float = LIBERO_REACH_XY_M):
     """Arm interference ``setting`` (what, when) on an EpisodeRunner over a privileged ``scene``
     (``goal_state``, ``world()``, ``move_object``, ``table_bounds()``; optionally ``movable()``):
     the event is recorded as ``interference`` (privileged), and an InterferenceProbe listens to the
@@ -384,6 +391,7 @@ def attach(runner, scene, setting: tuple[str, str], seed: int, shift_m, record, 
     robot = runner.robot
     itf = Interferer(plan, scene, goal, scene.table_bounds(), clear_m=clear_m, steps_fn=steps_fn,
                      on_event=lambda ev: record("interference", **ev.to_json()),
-                     ok=spot_check(robot.profile, 0.10, lambda: tuple(robot.observe().eef_pos_m[:2]), hand_clear_m))
+                     ok=spot_check(robot.profile, 0.10, lambda: tuple(robot.observe().eef_pos_m[:2]), hand_clear_m,
+                                   reach_xy_m))
     runner.controller_listeners.append(itf.on_controller_event)
     return itf, probe, ""

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from motormind.evaluate.interference import InterferencePlan, Interferer, choose_spot
+from motormind.evaluate.interference import InterferencePlan, Interferer, choose_spot, spot_check
+from motormind.profile import load_profile
 
 
 def body(x, y, half=0.02, kind="object"):
@@ -94,6 +95,15 @@ def test_no_room_means_no_move_and_a_reason():
     itf.on_controller_event(*start(1))
     assert not events and not sc.moves and "no free spot for block" in itf.missed
     assert choose_spot(sc.world(), "block", plan, BOUNDS, ok=lambda xy: False) is None   # ok() vetoes every spot
+
+
+def test_the_hand_keeps_objects_within_the_arms_reach_and_away_from_the_gripper():
+    ok = spot_check(load_profile("libero_panda"), 0.10, lambda: (0.40, 0.0), hand_clear_m=0.08, reach_xy_m=0.78)
+    assert ok((0.60, 0.10))
+    assert not ok((0.44, 0.02))                    # beside the fingers
+    assert not ok((0.80, 0.35))                    # inside the workspace box, out of reach (0.87 m)
+    assert not ok((0.10, 0.0))                     # outside the workspace box (x < 150 mm)
+    assert spot_check(load_profile("libero_panda"), 0.10, lambda: (0.40, 0.0))((0.80, 0.35))   # no reach given
 
 
 # -- issue 16: what moves, when, and what it costs ------------------------------------------------

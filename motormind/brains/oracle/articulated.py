@@ -535,6 +535,8 @@ def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
             return cmds + path_commands(end, out, prof), True
         return cmds[:prof.limits.max_batch], False    # the rest (from where it is then) next batch
     cmds: list[dict] = []                             # else into it: over its middle, down, settle
+    brain.keep_still.append(a)                        # (it should not move until the drag: if it does,
+                                                      # this way in is stale)
     un, pose = untilt(pose, prof)
     cmds += un
     here = pose.grip

@@ -117,6 +117,8 @@ class OracleBrain(Brain):
         self.scripts: dict = {}     # subgoal id it did not plan -> _Script: the whole task, step by step
         self.on_plan = None         # plan hook (subgoals, specs) -> None: a wrapper's grounding errors (brains/noisy.py)
         self.push_memo: dict = {}   # object -> its origin when the last drag batch on it began (articulated.push)
+        self.keep_still: list = []  # bodies the batch being computed goes to without moving them yet (a
+                                    # push's way into a plate's well): the Monitor watches them too
         self.last_steps: set = set()  # the last subgoal of each plan: its verdict is the task's
         self.planned_at: dict = {}  # subgoal id -> {body: its origin (x, y) when the last batch was computed}
 
@@ -199,12 +201,14 @@ class OracleBrain(Brain):
         pose = pp.Pose.from_state(json.loads(ctx["state"]))
         w = self.world()
         self.last_report = str(ctx.get("last_report") or "")
-        self.planned_at[ctx["subgoal_id"]] = {n: tuple(w.bodies[n].pos[:2]) for n in self._worked_on(w, kind, a, b)}
+        self.keep_still = []        # what the batch about to be computed goes to without moving it yet
         fn = getattr(self, f"_x_{kind}", None)
         if fn is not None:
             cmds, done = fn(w, pose, a, b, pred)
         else:
             cmds, done = [], True
+        self.planned_at[ctx["subgoal_id"]] = {n: tuple(w.bodies[n].pos[:2])
+                                               for n in self._worked_on(w, kind, a, b) + self.keep_still}
         return {"rationale": f"{kind} {a or ''} -> {b or ''} from privileged object poses",
                 "commands": self._fit(cmds, done)}
 
@@ -474,7 +478,8 @@ class OracleBrain(Brain):
     def _worked_on(w: World, kind: str, a, b) -> list[str]:
         """The bodies a batch of ``kind`` is computed for and that should stay put while it runs: the
         object to grasp; the support to carry to or place on (its region's owner); none otherwise
-        (a pushed object moves by design; articulated fixtures move by their joints)."""
+        (a pushed object moves by design, and is watched only while the hand goes to it: ``keep_still``;
+        articulated fixtures move by their joints)."""
         if kind == "grasp":
             names = [a]
         elif kind in ("carry", "place", "push"):
