@@ -125,7 +125,7 @@ def html_page(res: dict, md: str) -> str:
 def register(sub) -> None:
     from ..argtypes import out_dir
     p = sub.add_parser("compare", help="evaluation result directories side by side, with the differences "
-                                       "and their 95% intervals", description=__doc__)
+                                       "and their 95%% intervals", description=__doc__)
     p.add_argument("dirs", nargs="+", metavar="DIR", help="`motormind eval --out` directories (two or more)")
     p.add_argument("--out", default=None, type=out_dir, help="where compare.md and compare.html go "
                                                              "(default: the first DIR)")

@@ -138,3 +138,20 @@ def test_repeated_tasks_run_each_episode_once_and_the_progress_counts_them(tmp_p
     assert json.loads((out / "eval.json").read_text())["episodes"] == 2
     assert "--tasks: repeated values dropped (3 given, 2 distinct)" in p.stderr
     assert "[eval] 2 episodes" in p.stderr and "2/2" in p.stderr
+
+
+def test_the_help_of_motormind_and_of_every_command_renders():
+    """``motormind --help`` once crashed on a help text with a bare ``%`` (argparse formats them)."""
+    import argparse
+    import contextlib
+    import io
+
+    from motormind.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert "compare" in sub.choices
+    for p in [parser, *sub.choices.values()]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as ex:
+            p.parse_args(["--help"])
+        assert ex.value.code == 0 and "usage:" in out.getvalue(), p.prog
