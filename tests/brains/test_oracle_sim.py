@@ -25,6 +25,7 @@ WORKSPACE = Path(__file__).resolve().parents[1] / "data" / "libero_workspace.jso
 # (suite, task, init, the predicates it exercises); "On" an object is tests/sim/test_episode.py's
 CASES = [
     ("libero_object", 0, 0, "in a region"),
+    ("libero_spatial", 4, 1, "on an object: a bowl pinched under the cabinet's top slides out before its test lift"),
     ("libero_goal", 0, 0, "open a drawer"),
     ("libero_goal", 5, 0, "on a table region: a plate dragged from its well"),
     ("libero_goal", 7, 0, "turnon a knob"),

@@ -302,11 +302,15 @@ class OracleBrain(Brain):
         cmds += turn
         bundle = gripper_boxes(np.zeros(3), g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))
         cmds += path_commands(p, route(w, p, pre, bundle, exclude=(a,)), prof)
+        approach = len(cmds)
         cmds += path_commands(pre, [g.point], prof)
         cmds.append({"op": "gripper", "action": "close"})
-        cmds += path_commands(g.point, [g.point + [0, 0, TEST_LIFT_M]], prof)   # a grasp that holds lifts it
+        held = gripper_boxes(np.zeros(3), g.sep_yaw, max(g.width_m, 0.005))
+        held = held + w.bodies[a].obbs.shifted(-g.point) if len(w.bodies[a].obbs) else held
+        start = self._out_from_under(w, g.point, held, a)     # (from under an overhang: out first)
+        cmds += path_commands(g.point, [start, start + [0, 0, TEST_LIFT_M]], prof)   # a grasp that holds lifts it
         if len(cmds) + 1 > prof.limits.max_batch:      # approach now, descend and close next batch
-            return cmds[:-3] if len(cmds) > 3 else cmds, False
+            return cmds[:approach] or cmds[:prof.limits.max_batch], False
         self.grasp_plan.pop(a, None)                  # this batch closes on it: an attempt
         self.tried.setdefault(a, []).append((g.point - origin, g.sep_yaw))
         self.rest_z[a] = float(w.bodies[a].lo[2])
