@@ -233,3 +233,30 @@ def test_the_last_step_of_a_plan_is_verified_against_the_whole_goal():
     assert not verdict["achieved"] and "(in can basket_region) no longer holds" in verdict["evidence"]
     scene._true = {tuple(goal[0]), tuple(goal[1])}
     assert brain._verifier({"subgoal_id": last, "state": state})["achieved"]
+
+
+def test_the_monitor_cancels_for_an_object_moved_by_another_hand_not_by_its_own_fingers():
+    """PRIVILEGED check of the oracle's Monitor (issue 16): an object the batch works on that moved
+    more than 2 cm since the batch was computed cancels it, unless a finger has touched it since (the
+    hand slides what it pinched; the contact of a rim pinch can flicker off at one snapshot)."""
+    import json as _json
+    from motormind.brains.oracle.brain import OracleBrain
+    bodies = {"bowl": body([0.57, 0.17, 0.0], [0.63, 0.23, 0.05]), "plate": body([0.3, -0.2, 0.0], [0.4, -0.1, 0.01])}
+    scene = _Scene(world_data(bodies), [["on", "bowl", "plate"]])
+    brain = OracleBrain(scene, load_profile("libero_panda"))
+    state = _json.dumps({"eef_pos_mm": [600.0, 200.0, 300.0], "eef_yaw_deg": 0.0, "gripper_width_mm": 78.0,
+                         "gripper_fraction": 1.0, "joints_deg": [0, 0, 0, -90, 0, 90, 45], "eef_quat_xyzw": [1, 0, 0, 0]})
+    sid = next(s["id"] for s in brain._planner({"state": state})["subgoals"] if brain.specs[s["id"]][0] == "grasp")
+    brain._executor({"subgoal_id": sid, "state": state})
+
+    def monitor(moved_by, touched=None):
+        b = dict(bodies["bowl"], pos=[0.60 + moved_by, 0.20, 0.0])
+        scene._w = world_data({**bodies, "bowl": b}, finger_contacts=touched or {})
+        return brain._monitor({"subgoal_id": sid, "state": state, "last_command": {"command": {"op": "move"}}})
+    assert not monitor(0.015)["cancel"]                                  # within 2 cm: not moved
+    got = monitor(0.05)
+    assert got["cancel"] and "bowl" in got["reason"] and "privileged" in got["reason"]
+    brain._executor({"subgoal_id": sid, "state": state})                 # a new batch, from where it is
+    assert not monitor(0.05)["cancel"]
+    monitor(0.05, {"bowl": ["finger1", "finger2"]})                      # pinched: the hand moves it now
+    assert not monitor(0.09)["cancel"]                                   # (its contacts flickered off)

@@ -66,6 +66,11 @@ def _spin_all(bundle):
     return Boxes(c, h, np.broadcast_to(np.eye(3), (len(r), 3, 3)).copy())
 
 
+def _heights(w: World, a: str) -> np.ndarray:
+    """(bottom, origin) heights of ``a``, m: how far it rose with the hand is the larger change."""
+    return np.array([float(w.bodies[a].lo[2]), float(w.bodies[a].pos[2])])
+
+
 @dataclass
 class _Script:
     """The whole task as the oracle's own steps (planned subgoal ids), for a subgoal it did not plan."""
@@ -110,7 +115,7 @@ class OracleBrain(Brain):
         self.plans = 0
         self.tried: dict = {}       # object -> [(grasp point - origin, finger yaw)] of grasps closed on it
         self.grasp_plan: dict = {}  # object -> (its origin then, the grasp) of an approach not closed yet
-        self.rest_z: dict = {}      # object -> its bottom's height when a grasp of it closed
+        self.rest_z: dict = {}      # object -> (its bottom's, its origin's height) when a grasp of it closed
         self.carry_to: dict = {}    # object -> the release spot (xy) its last carry batch went for
         self.avoid: dict = {}       # object -> release spots a carry to was stopped by contact
         self.last_report = ""       # the Executor's last report, as its prompt shows it
@@ -121,6 +126,7 @@ class OracleBrain(Brain):
                                     # push's way into a plate's well): the Monitor watches them too
         self.last_steps: set = set()  # the last subgoal of each plan: its verdict is the task's
         self.planned_at: dict = {}  # subgoal id -> {body: its origin (x, y) when the last batch was computed}
+        self.touched_in: dict = {}  # subgoal id -> bodies a finger has touched since (the Monitor's snapshots)
 
     def respond(self, req: BrainRequest) -> BrainReply:
         t0 = time.perf_counter()
@@ -209,6 +215,7 @@ class OracleBrain(Brain):
             cmds, done = [], True
         self.planned_at[ctx["subgoal_id"]] = {n: tuple(w.bodies[n].pos[:2])
                                                for n in self._worked_on(w, kind, a, b) + self.keep_still}
+        self.touched_in[ctx["subgoal_id"]] = set()
         return {"rationale": f"{kind} {a or ''} -> {b or ''} from privileged object poses",
                 "commands": self._fit(cmds, done)}
 
@@ -268,7 +275,7 @@ class OracleBrain(Brain):
         last = (self.tried.get(a) or [None])[-1]
         if last is not None and not pp.held(w, a, pose, prof) and pose.fraction > 0.25 and \
                 np.linalg.norm(pose.grip - (w.bodies[a].pos + last[0])) < 0.012:
-            self.rest_z[a] = float(w.bodies[a].lo[2])
+            self.rest_z[a] = _heights(w, a)
             return [{"op": "gripper", "action": "close"}] + path_commands(
                 pose.grip, [pose.grip + [0, 0, TEST_LIFT_M]], prof), True   # the descent stopped short: close here
         if pp.held(w, a, pose, prof) or (pose.fraction < 0.2 and pose.tilt < 0.1):   # closed badly or on nothing
@@ -313,7 +320,7 @@ class OracleBrain(Brain):
             return cmds[:approach] or cmds[:prof.limits.max_batch], False
         self.grasp_plan.pop(a, None)                  # this batch closes on it: an attempt
         self.tried.setdefault(a, []).append((g.point - origin, g.sep_yaw))
-        self.rest_z[a] = float(w.bodies[a].lo[2])
+        self.rest_z[a] = _heights(w, a)
         return cmds, True
 
     def _liftable(self, w: World, pose: pp.Pose, a: str, pred) -> bool:
@@ -437,7 +444,8 @@ class OracleBrain(Brain):
         w = self.world()
         if kind == "grasp":
             held = pp.held(w, a, pose, self.profile)
-            rose = float(w.bodies[a].lo[2]) - self.rest_z.get(a, -1.0)
+            rose = float(np.max(_heights(w, a) - self.rest_z.get(a, -1.0)))   # (pinched at its rim, a bowl
+                                                                            # tilts: its lowest corner rises less)
             ok = held and self._clean(w, a, pose) and rose > TEST_LIFT_M / 2
             lo, hi = pp.expected_width_mm(w, a, pose)
             ev = (f"{a} {'is' if held else 'is NOT'} between the fingers (gap {pose.width_mm:.1f} mm"
@@ -494,13 +502,17 @@ class OracleBrain(Brain):
 
     def _moved(self, sgid: str) -> tuple[str, float] | None:
         """PRIVILEGED: (body, metres) of a body the batch for ``sgid`` works on that is now more than
-        MOVED_M from where it was when the batch was computed, else None."""
+        MOVED_M from where it was when the batch was computed, and that no finger has touched since (the hand
+        moves what it holds), else None."""
         then = self.planned_at.get(sgid)
         if not then:
             return None
-        bodies = self.scene.world()["bodies"]
+        world = self.scene.world()
+        bodies = world["bodies"]
+        seen = self.touched_in.setdefault(sgid, set())     # (a finger has been on it since: the hand moves
+        seen.update(n for n, f in world.get("finger_contacts", {}).items() if f)   # it; contacts flicker)
         for n, xy in then.items():
-            if n in bodies:
+            if n in bodies and n not in seen:
                 d = float(np.hypot(bodies[n]["pos"][0] - xy[0], bodies[n]["pos"][1] - xy[1]))
                 if d > MOVED_M:
                     return n, d
