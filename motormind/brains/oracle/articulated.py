@@ -51,8 +51,8 @@ LEG_COST_M = 0.15          # ... a corner costs as much as this much more path (
                            # well and go in afresh: 40-45 steps)
 HAND_REACH_M = 0.11        # ... dearer where things that stand up to the hand are this close (the hand is
                            # 21 cm long)
-PUSH_REACH_M = -0.005      # ... and the hand no further than this beyond the arm's comfortable reach
-                           # (pp.REACH_M; measured low over the table the elbow straightens 0.785-0.81 m from
+PUSH_REACH_M = 0.01        # ... and the hand no further than this beyond the arm's comfortable reach
+                           # (pp.REACH_M; measured low over the table the elbow straightens 0.777-0.81 m from
                            # the shoulder, less straight ahead; dragging a plate the fingers stalled at 0.79)
 # a drag from inside a well (a plate), measured on LIBERO's plate
 WELL_MIN_M = 0.008         # an object whose top stands this far over the floor under its middle has a well

@@ -55,7 +55,8 @@ AVOID_M = 0.02             # release spots this close to one where a carry was s
 PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
 RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
 SHOULDER = np.array([0.0, 0.0, 0.333])   # the Panda's shoulder above its base (m)
-REACH_M = 0.78             # comfortable reach of the wrist flange from the shoulder
+REACH_M = 0.765            # comfortable reach of the wrist flange from the shoulder (a bowl grasped with the
+                           # flange 0.777 m out had the elbow straight: the carry back stalled, singular)
 FLANGE_ABOVE_GRIP_M = 0.21 # the flange above a top-down grip site
 
 
