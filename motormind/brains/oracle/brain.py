@@ -42,6 +42,9 @@ from .motion import clear_along, path_commands, rotations, route, safe_height
 from .world import MAX_GAP_M, Boxes, World, gripper_boxes
 
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
+DROP_STOPPED_M = 0.07      # a lowering stopped by contact with the object over its spot and its bottom less
+                           # than this over the support lets go (a cheese box held wide, over a bowl whose
+                           # rim the fingers meet 4.5 cm up)
 TEST_LIFT_M = 0.02         # a grasp batch ends lifting this much: the Verifier sees whether it holds
 HOLD_MIN_MM = pp.HOLD_MIN_MM
 RELEASE_M = pp.RELEASE_M
@@ -116,6 +119,7 @@ class OracleBrain(Brain):
         self.tried: dict = {}       # object -> [(grasp point - origin, finger yaw)] of grasps closed on it
         self.grasp_plan: dict = {}  # object -> (its origin then, the grasp) of an approach not closed yet
         self.rest_z: dict = {}      # object -> (its bottom's, its origin's height) when a grasp of it closed
+        self.closed_short: dict = {}  # object -> the attempt (len of tried) whose descent stopped short and closed there
         self.carry_to: dict = {}    # object -> the release spot (xy) its last carry batch went for
         self.avoid: dict = {}       # object -> release spots a carry to was stopped by contact
         self.last_report = ""       # the Executor's last report, as its prompt shows it
@@ -274,7 +278,9 @@ class OracleBrain(Brain):
             return [], True
         last = (self.tried.get(a) or [None])[-1]
         if last is not None and not pp.held(w, a, pose, prof) and pose.fraction > 0.25 and \
-                np.linalg.norm(pose.grip - (w.bodies[a].pos + last[0])) < 0.012:
+                np.linalg.norm(pose.grip - (w.bodies[a].pos + last[0])) < 0.012 and \
+                self.closed_short.get(a) != len(self.tried[a]):        # (once an attempt: then afresh)
+            self.closed_short[a] = len(self.tried[a])
             self.rest_z[a] = _heights(w, a)
             return [{"op": "gripper", "action": "close"}] + path_commands(
                 pose.grip, [pose.grip + [0, 0, TEST_LIFT_M]], prof), True   # the descent stopped short: close here
@@ -384,8 +390,11 @@ class OracleBrain(Brain):
             rel = w.bodies[a].pos - pose.grip
             goal = pp.grip_at(target, rel)
             off = np.linalg.norm((goal - pose.grip)[:2])
-            if self._over(w, a, target, 0.035) or droppable(w, a, pred):   # low enough (the last lowering
-                pass                                                        # met the support): let go
+            stopped = "status=blocked" in self.last_report and "stopped by contact" in self.last_report
+            if self._over(w, a, target, 0.035) or droppable(w, a, pred) or \
+                    (stopped and self._over(w, a, target, DROP_STOPPED_M)):  # low enough (the last lowering met
+                pass                                                        # the support, or the fingers met its
+                                                                            # rim over it): let go
             elif off > pp.ORIGIN_TOL_M:                # drifted: re-align above first
                 above = np.array([goal[0], goal[1], max(goal[2] + pp.HOVER_M, pose.grip[2])])
                 cmds += path_commands(pose.grip, route(w, pose.grip, above, pp.bundle(w, a, pose), (a,)), prof)
