@@ -368,9 +368,9 @@ def spot_check(profile, z_m: float, tcp_xy_m: Callable[[], tuple], hand_clear_m:
 
 
 LIBERO_HAND_CLEAR_M = 0.08   # LIBERO's tables are small: the hand keeps 8 cm (xy) from the grip point
-LIBERO_REACH_XY_M = 0.78     # ... and puts nothing further than this (xy) from the Panda's base: LIBERO's
-                             # own scenes put a fetched object up to 0.785 m away (libero_spatial 6); a
-                             # bowl moved to 0.87 m could not be grasped from above (the elbow straight)
+LIBERO_REACH_XY_M = 0.78     # ... and puts nothing further than this (xy) from the Panda's base, about as
+                             # far as LIBERO's own scenes put a fetched object (0.785 m, libero_spatial 6);
+                             # a bowl moved to 0.87 m could not be grasped from above (the elbow straight)
 
 
 def attach(runner, scene, setting: tuple[str, str], seed: int, shift_m, record, steps_fn=None,

@@ -119,7 +119,7 @@ class OracleBrain(Brain):
         self.tried: dict = {}       # object -> [(grasp point - origin, finger yaw)] of grasps closed on it
         self.grasp_plan: dict = {}  # object -> (its origin then, the grasp) of an approach not closed yet
         self.rest_z: dict = {}      # object -> (its bottom's, its origin's height) when a grasp of it closed
-        self.closed_short: dict = {}  # object -> the attempt (len of tried) whose descent stopped short and closed there
+        self.closed_short: dict = {}  # object -> the attempt (len of tried) a stopped descent closed at
         self.carry_to: dict = {}    # object -> the release spot (xy) its last carry batch went for
         self.avoid: dict = {}       # object -> release spots a carry to was stopped by contact
         self.last_report = ""       # the Executor's last report, as its prompt shows it
