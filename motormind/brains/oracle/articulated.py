@@ -674,8 +674,7 @@ def _push_path(w: World, a: str, target, hand_z: float) -> list[np.ndarray]:
         k = np.clip(np.round((q - lo) / PUSH_GRID_M).astype(int), 0, n - 1)
         c = cell.reshape(n)[k[..., 0], k[..., 1]]
         grip = q + (d / np.maximum(length, 1e-9)[..., None])[:, :, None] * WELL_LAG_M   # the hand leads it
-        reach = np.linalg.norm(np.concatenate([grip, np.full(grip.shape[:-1] + (1,), hand_z +
-                               pp.FLANGE_ABOVE_GRIP_M)], axis=-1) - pp.SHOULDER, axis=-1) - pp.REACH_M
+        reach = pp.reach_margin(np.concatenate([grip, np.full(grip.shape[:-1] + (1,), hand_z)], axis=-1))
         c = np.where(reach[..., 1:].max(axis=2, initial=-1.0)[..., None] > PUSH_REACH_M, np.inf,
                      c + 100.0 * np.clip(reach, 0.0, None))
         with np.errstate(invalid="ignore"):

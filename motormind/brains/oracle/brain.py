@@ -318,8 +318,7 @@ class OracleBrain(Brain):
         approach = len(cmds)
         cmds += path_commands(pre, [g.point], prof)
         cmds.append({"op": "gripper", "action": "close"})
-        held = gripper_boxes(np.zeros(3), g.sep_yaw, max(g.width_m, 0.005))
-        held = held + w.bodies[a].obbs.shifted(-g.point) if len(w.bodies[a].obbs) else held
+        held = pp.held_bundle(w, a, g.point, g.sep_yaw, g.width_m)
         start = self._out_from_under(w, g.point, held, a)     # (from under an overhang: out first)
         cmds += path_commands(g.point, [start, start + [0, 0, TEST_LIFT_M]], prof)   # a grasp that holds lifts it
         if len(cmds) + 1 > prof.limits.max_batch:      # approach now, descend and close next batch
@@ -344,7 +343,7 @@ class OracleBrain(Brain):
         if not pp.held(w, a, pose, prof):
             return [{"op": "gripper", "action": "open"}], True    # lost it: claim and let the Verifier say no
         prev = self.carry_to.get(a)
-        if prev is not None and "status=blocked" in self.last_report and "stopped by contact" in self.last_report:
+        if prev is not None and self._stopped_by_contact():
             self.avoid.setdefault(a, []).append(prev)   # the way down to that spot is not free: another
         target = self._target(w, a, pred)
         self.carry_to[a] = target.origin[:2].copy()
@@ -390,9 +389,8 @@ class OracleBrain(Brain):
             rel = w.bodies[a].pos - pose.grip
             goal = pp.grip_at(target, rel)
             off = np.linalg.norm((goal - pose.grip)[:2])
-            stopped = "status=blocked" in self.last_report and "stopped by contact" in self.last_report
             if self._over(w, a, target, 0.035) or droppable(w, a, pred) or \
-                    (stopped and self._over(w, a, target, DROP_STOPPED_M)):  # low enough (the last lowering met
+                    (self._stopped_by_contact() and self._over(w, a, target, DROP_STOPPED_M)):  # low enough (the last lowering met
                 pass                                                        # the support, or the fingers met its
                                                                             # rim over it): let go
             elif off > pp.ORIGIN_TOL_M:                # drifted: re-align above first
@@ -403,6 +401,10 @@ class OracleBrain(Brain):
                 cmds += path_commands(pose.grip, [goal], prof)
         cmds.append({"op": "gripper", "action": "open"})
         return cmds, True
+
+    def _stopped_by_contact(self) -> bool:
+        """The last batch was stopped by contact (the Executor's last report says so)."""
+        return "status=blocked" in self.last_report and "stopped by contact" in self.last_report
 
     def _target(self, w: World, a: str, pred) -> pp.Target:
         """Where ``a`` goes for ``pred``, away from spots a carry there was stopped by contact."""

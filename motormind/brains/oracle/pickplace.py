@@ -303,11 +303,16 @@ def grip_at(target: Target, grasp_rel: np.ndarray, lift: float = 0.0) -> np.ndar
     return target.origin - rot_z(target.spin) @ grasp_rel + np.array([0.0, 0.0, lift])
 
 
-def reach_excess(p) -> float:
-    """How far (m) the wrist flange above a top-down grip point ``p`` is beyond the Panda's
-    comfortable reach (REACH_M from the shoulder, SHOULDER above the base)."""
+def reach_margin(p) -> np.ndarray:
+    """How far (m) the wrist flange above top-down grip points ``p`` (..., 3) is beyond the Panda's
+    comfortable reach (REACH_M from the shoulder, SHOULDER above the base); negative: within it."""
     flange = np.asarray(p, float) + np.array([0.0, 0.0, FLANGE_ABOVE_GRIP_M])
-    return max(0.0, float(np.linalg.norm(flange - SHOULDER)) - REACH_M)
+    return np.linalg.norm(flange - SHOULDER, axis=-1) - REACH_M
+
+
+def reach_excess(p) -> float:
+    """``reach_margin`` of one grip point, 0 within reach."""
+    return max(0.0, float(reach_margin(p)))
 
 
 def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tried=()) -> Grasp | None:
@@ -383,6 +388,12 @@ def _outside(profile, p_m) -> bool:
 
 def bundle(world: World, a: str, pose: Pose) -> Boxes:
     """The closed gripper and the held object's boxes, relative to the grip site."""
+    return held_bundle(world, a, pose.grip, pose.yaw, pose.width_mm / 1000.0)
+
+
+def held_bundle(world: World, a: str, grip: np.ndarray, yaw: float, width_m: float) -> Boxes:
+    """The gripper closed to ``width_m`` on ``a`` at ``grip`` (finger yaw ``yaw``) and ``a``'s boxes,
+    relative to the grip site (``a`` where it is now)."""
     b = world.bodies[a]
-    g = gripper_boxes(np.zeros(3), pose.yaw, max(pose.width_mm / 1000.0, 0.005))
-    return g + b.obbs.shifted(-pose.grip) if len(b.obbs) else g
+    g = gripper_boxes(np.zeros(3), yaw, max(width_m, 0.005))
+    return g + b.obbs.shifted(-np.asarray(grip, float)) if len(b.obbs) else g
