@@ -260,3 +260,57 @@ def test_the_monitor_cancels_for_an_object_moved_by_another_hand_not_by_its_own_
     assert not monitor(0.05)["cancel"]
     monitor(0.05, {"bowl": ["finger1", "finger2"]})                      # pinched: the hand moves it now
     assert not monitor(0.09)["cancel"]                                   # (its contacts flickered off)
+
+
+def _microwave(front_wall: bool = False) -> dict:
+    """A box oven at x 0.5-0.72, y 0.27-0.47: floor, roof, walls, open toward -y (unless ``front_wall``)."""
+    walls = [([0.48, 0.27, 0.0], [0.51, 0.47, 0.2]), ([0.71, 0.27, 0.0], [0.74, 0.47, 0.2]),
+             ([0.51, 0.44, 0.0], [0.71, 0.47, 0.2]), ([0.51, 0.27, 0.175], [0.71, 0.44, 0.2]),
+             ([0.51, 0.27, 0.0], [0.71, 0.44, 0.033])]
+    if front_wall:
+        walls.append(([0.51, 0.25, 0.0], [0.71, 0.27, 0.2]))
+    oven = body([0.48, 0.25 if front_wall else 0.27, 0.0], [0.74, 0.47, 0.2], kind="fixture")
+    oven["boxes"] = [[list(lo), list(hi)] for lo, hi in walls]
+    oven["obbs"] = [list((np.add(lo, hi) / 2)) + list((np.subtract(hi, lo) / 2)) + EYE for lo, hi in walls]
+    return oven
+
+
+def _mug(cx: float, cy: float) -> dict:
+    """A 10 cm mug (a ring of 8 wall boxes) with a handle bar sticking out 3.5 cm toward -y."""
+    rows = []
+    for k in range(8):
+        ang = k * math.pi / 4
+        rot = axis_angle_to_mat([0, 0, 1], ang)
+        rows.append([cx + 0.045 * math.cos(ang), cy + 0.045 * math.sin(ang), 0.05, 0.004, 0.019, 0.05]
+                    + list(rot.ravel()))
+    rows.append([cx, cy - 0.083, 0.045, 0.0085, 0.0045, 0.029] + EYE)      # the handle's outer bar
+    mug = body([cx - 0.049, cy - 0.088, 0.0], [cx + 0.049, cy + 0.049, 0.1])
+    mug["obbs"] = rows
+    return mug
+
+
+OVEN_REGION = {"heating": {"centre": [0.61, 0.355, 0.1], "half_extents": [0.1, 0.08, 0.08],
+                           "lo": [0.51, 0.275, 0.02], "hi": [0.71, 0.435, 0.18], "parent": "oven"}}
+
+
+def test_a_roofed_region_is_entered_through_its_open_side_by_the_handle():
+    from motormind.brains.oracle import insert as ins
+    w = world({"oven": _microwave(), "mug": _mug(0.62, -0.02)}, OVEN_REGION)
+    op = ins.opening(w, "heating")
+    assert op is not None and np.allclose(op.d, [0, 1, 0])                  # open toward the robot's -y
+    assert op.floor == pytest.approx(0.033) and op.roof == pytest.approx(0.175) and op.face == pytest.approx(0.27)
+    shut = world({"oven": _microwave(front_wall=True), "mug": _mug(0.62, -0.02)}, OVEN_REGION)
+    assert ins.opening(shut, "heating") is None                            # no open side: not this skill
+    basket = dict(OVEN_REGION["heating"], parent="mug")
+    assert ins.opening(world({"mug": _mug(0.62, -0.02)}, {"in_mug": basket}), "in_mug") is None
+    pose = pp.Pose(np.array([0.45, 0.0, 0.3]), 0.0, 78.0, 1.0, 0.0, art.down_rot(0.0))
+    g, rot = ins.choose(w, "mug", op, pose)
+    assert g.point[1] == pytest.approx(-0.1, abs=0.005) and g.point[2] == pytest.approx(0.045)   # the bar
+    assert rot[1, 2] > 0.3 and rot[2, 2] < -0.3                            # tilted back, pointing in and down
+    assert abs(rot[1, 0]) < 1e-9                                           # the fingers close across the axis
+    t = ins.target(w, "mug", op, g.point, rot, 0.017)
+    assert w.over_region("mug", "heating", 0.0) is False
+    assert abs(t.origin[0] - 0.61) < 0.1 and 0.275 < t.origin[1] < 0.435   # inside the region's box
+    assert t.origin[2] == pytest.approx(op.floor + ins.FLOOR_CLEAR_M)      # (its origin at its bottom)
+    moved = w.bodies["mug"].obbs.shifted(t.origin - w.bodies["mug"].pos)
+    assert w.clearance(moved, exclude=("mug",)) > 0.0                      # in, clear of the walls and roof

@@ -32,6 +32,7 @@ CASES = [
     ("libero_goal_task", 7, 0, "turnoff a knob"),
     ("libero_10", 2, 0, "turnon, then on a region: a sequence, a part grasp (a moka pot's handle)"),
     ("libero_10", 7, 0, "in a region twice: two objects into a basket whose rim stops the carries"),
+    ("libero_10", 9, 0, "in a roofed region, then close a hinged door: a mug by its handle into the microwave"),
 ]
 
 

@@ -73,6 +73,9 @@ DRAG_CLEAR_M = 0.006       # the wrist turns as little as keeps the hand this cl
 STUCK_M = 0.01             # a drag batch stopped with it moved less than this: the wrist turns a quarter
 STAY_MAX = math.radians(20.0)   # fingers down in it leading it within this of the way drag on from there
 BACKOFF_M = 0.03
+DOOR_PUSH_AT = 0.8         # a door is pushed this far out along it from the hinge (a fraction of its length)
+DOOR_GRIP_BELOW_TOP_M = 0.017   # ... with the grip site this far below its top edge (the hand clears the
+                                # fixture's top beside the door; the fingers overlap the door 2.7 cm)
 UNTILT_MIN = math.radians(12.0)   # a smaller tilt (LIBERO starts some episodes 6 deg off) is left as it is
 RELEASE_FRACTION = 0.4     # the fingers let go of a handle bar (16 mm) by opening to about 31 mm
 
@@ -383,18 +386,24 @@ def door(brain, w: World, pose: pp.Pose, a: Articulation):
     panel = max(a.parts, key=lambda p: float(np.prod(np.asarray(p["half"], float)[:2])) +
                 float(np.asarray(p["half"], float).max()))
     pc = np.asarray(panel["c"], float)
-    e = pc - a.anchor
+    pr, ph = np.asarray(panel["rot"], float).reshape(3, 3), np.asarray(panel["half"], float)
+    flat = [i for i in range(3) if abs(pr[2, i]) < 0.5]
+    i_long = max(flat, key=lambda i: ph[i])           # the panel's long horizontal axis: from the hinge out
+    e = pr[:, i_long].copy()
     e[2] = 0.0
-    radius = float(np.linalg.norm(e))
-    e /= radius or 1.0
+    e /= np.linalg.norm(e) or 1.0
+    if float(np.dot(pc - a.anchor, e)) < 0:
+        e = -e
+    length = float(np.dot(pc - a.anchor, e)) + float(ph[i_long])
     z_axis = a.axis / (np.linalg.norm(a.axis) or 1.0)
-    v = np.cross(z_axis * sense, e)                  # the door point's motion when closing
+    v = np.cross(z_axis * sense, e)                  # the door's motion when closing
     v[2] = 0.0
     v /= np.linalg.norm(v) or 1.0
     thick = _half_along(panel, v)
-    r_push = radius * 1.6 if radius < 0.2 else radius * 0.85
+    face = float(np.dot(pc - a.anchor, v)) - thick   # its outer face (the one pushed) along v from the hinge
+    r_push = length * DOOR_PUSH_AT
     top = float(pc[2] + _half_along(panel, np.array([0.0, 0.0, 1.0])))
-    z = top - 0.03 + pp.GRASP_FLOOR_M - 0.01
+    z = top - DOOR_GRIP_BELOW_TOP_M
     remaining = abs(closed_q - a.q) + 0.05
     cmds: list[dict] = []
     un, pose = untilt(pose, prof)
@@ -407,20 +416,22 @@ def door(brain, w: World, pose: pp.Pose, a: Articulation):
     def point(theta: float) -> np.ndarray:
         rr = axis_angle_to_mat(z_axis, sense * theta)
         ee, vv = rr @ e, rr @ v
-        p = a.anchor + ee * r_push - vv * (thick + 0.014)
+        p = a.anchor + ee * r_push + vv * (face - 0.014)
         return np.array([p[0], p[1], z])
 
     start = point(0.0) - v * 0.03
     bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
     cmds += path_commands(pose.grip, route(w, pose.grip, start, bundle, exclude=()), prof)
-    last = start
+    last, push = start, []
     n = max(2, int(math.ceil(remaining / math.radians(25.0))))
     for k in range(1, n + 1):
         q = point(remaining * k / n)
-        cmds += path_commands(last, [q], prof)
+        push += path_commands(last, [q], prof)
         last = q
-    cmds += path_commands(last, [last + np.array([0.0, 0.0, 0.06])], prof)
-    return cmds[:prof.limits.max_batch - 1], True
+    push += path_commands(last, [last + np.array([0.0, 0.0, 0.06])], prof)
+    if len(cmds) + len(push) + 1 > prof.limits.max_batch and cmds:   # the way there now, the push next batch
+        return cmds[:prof.limits.max_batch], False
+    return (cmds + push)[:prof.limits.max_batch - 1], True
 
 
 # -- knobs ------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ writing simulator state. Every answer carries ``"source": "oracle"``; every resu
 labelled ``privileged``.
 
 Goal predicates it scripts (every one of the four LIBERO base suites and their PRO variants):
-``On`` / ``In`` (pick and place, or a push for a flat object), ``Open`` / ``Close`` (drawers: a
+``On`` / ``In`` (pick and place, or a push for a flat object; into a roofed region, a microwave, by
+the object's handle through the open side: insert.py), ``Open`` / ``Close`` (drawers: a
 pinch of the handle bar and a pull, or a push; hinged doors: a push along the door's arc),
 ``TurnOn`` / ``TurnOff`` (a knob: straddle its bar, twist the wrist), and conjunctions of them,
 ordered so that nothing blocks what comes after (a drawer is opened before something goes in,
@@ -37,6 +38,7 @@ import numpy as np
 from ... import SCHEMA_VERSION
 from ..base import Brain, BrainReply, BrainRequest
 from . import articulated as art
+from . import insert as ins
 from . import pickplace as pp
 from .motion import clear_along, path_commands, rotations, route, safe_height
 from .world import MAX_GAP_M, Boxes, World, gripper_boxes
@@ -273,6 +275,9 @@ class OracleBrain(Brain):
 
     def _x_grasp(self, w: World, pose: pp.Pose, a, b, pred):
         prof = self.profile
+        op = self._opening(w, pred)
+        if op is not None:                            # into a roofed region: by the handle (insert.py)
+            return ins.grasp(self, w, pose, a, op)
         if pp.held(w, a, pose, prof) and self._clean(w, a, pose):
             self.tried.pop(a, None)
             return [], True
@@ -342,6 +347,9 @@ class OracleBrain(Brain):
         prof = self.profile
         if not pp.held(w, a, pose, prof):
             return [{"op": "gripper", "action": "open"}], True    # lost it: claim and let the Verifier say no
+        op = self._opening(w, pred)
+        if op is not None:
+            return ins.carry(self, w, pose, a, op)
         prev = self.carry_to.get(a)
         if prev is not None and self._stopped_by_contact():
             self.avoid.setdefault(a, []).append(prev)   # the way down to that spot is not free: another
@@ -384,6 +392,9 @@ class OracleBrain(Brain):
     def _x_place(self, w: World, pose: pp.Pose, a, b, pred):
         prof = self.profile
         cmds: list[dict] = []
+        op = self._opening(w, pred)
+        if op is not None:
+            return ins.place(self, w, pose, a, op)
         if pp.held(w, a, pose, prof):
             target = self._target(w, a, pred)
             rel = w.bodies[a].pos - pose.grip
@@ -406,9 +417,25 @@ class OracleBrain(Brain):
         """The last batch was stopped by contact (the Executor's last report says so)."""
         return "status=blocked" in self.last_report and "stopped by contact" in self.last_report
 
-    def _target(self, w: World, a: str, pred) -> pp.Target:
-        """Where ``a`` goes for ``pred``, away from spots a carry there was stopped by contact."""
+    def _target(self, w: World, a: str, pred, pose: pp.Pose | None = None) -> pp.Target:
+        """Where ``a`` goes for ``pred``, away from spots a carry there was stopped by contact (into a
+        roofed region, held as ``pose`` holds it: insert.py)."""
+        op = self._opening(w, pred)
+        if op is not None and pose is not None and pose.rot is not None:
+            t = ins.held_target(w, a, op, pose)
+            if t is not None:
+                return t
         return pp.place_target(w, a, pred, avoid=self.avoid.get(a, ()))
+
+    @staticmethod
+    def _opening(w: World, pred) -> ins.Opening | None:
+        """The open side of an ``In`` goal's region when its fixture roofs it over (a microwave)."""
+        if pred is None or len(pred) != 3 or pred[0].lower() != "in" or pred[2] not in w.regions:
+            return None
+        joint = w.joint_for_region(pred[2])
+        if joint is not None and joint.type == "slide":    # a drawer: opened, it is entered from above
+            return None
+        return ins.opening(w, pred[2])
 
     @staticmethod
     def _over(w: World, a: str, target: pp.Target, within: float) -> bool:
@@ -465,7 +492,7 @@ class OracleBrain(Brain):
                   + (f"; it rose {rose * 1000:.0f} mm with the hand: it slips" if held and rose <= TEST_LIFT_M / 2
                      else "") + ")")
         elif kind == "carry":
-            target = self._target(w, a, pred)
+            target = self._target(w, a, pred, pose)
             body = w.bodies[a]
             dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
             is_held = pp.held(w, a, pose, self.profile)
