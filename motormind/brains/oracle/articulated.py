@@ -73,6 +73,10 @@ DRAG_CLEAR_M = 0.006       # the wrist turns as little as keeps the hand this cl
 STUCK_M = 0.01             # a drag batch stopped with it moved less than this: the wrist turns a quarter
 STAY_MAX = math.radians(20.0)   # fingers down in it leading it within this of the way drag on from there
 BACKOFF_M = 0.03
+RELEASE_NEAR_M = 0.04      # an object this near the open fingers when a push begins was just let go of ...
+RELEASE_RISE_M = 0.06      # ... and the hand rises this much out of it first
+BAR_SPOTS = (0.0, 0.5, -0.5, 0.8, -0.8)   # where along the handle bar (fractions of its half length) a
+                                          # pointing-down push may press: the first with a free column
 DOOR_PUSH_AT = 0.8         # a door is pushed this far out along it from the hinge (a fraction of its length)
 DOOR_GRIP_BELOW_TOP_M = 0.017   # ... with the grip site this far below its top edge (the hand clears the
                                 # fixture's top beside the door; the fingers overlap the door 2.7 cm)
@@ -302,6 +306,10 @@ def close(brain, w: World, pose: pp.Pose, name: str):
     a = joint_of(w, name)
     if a is None:
         return [], True
+    if a.type == "slide":
+        rise = out_of_release(w, pose, brain.profile)
+        if rise:                                      # out of what was let go of first; the push next batch
+            return rise, False
     if a.type == "hinge":
         return door(brain, w, pose, a)
     prof = brain.profile
@@ -345,6 +353,19 @@ def close(brain, w: World, pose: pp.Pose, name: str):
     return cmds, True
 
 
+def out_of_release(w: World, pose: pp.Pose, prof) -> list[dict]:
+    """The fingers open around or just over an object let go of (a place ends opening the gripper):
+    a rise of RELEASE_RISE_M out of it before the fingers close or the wrist turns, else nothing
+    (measured: a bowl dropped into a drawer, closed on and carried off by the push to shut it)."""
+    if pose.fraction < 0.1 or pose.tilt > UNTILT_MIN:
+        return []
+    fingers = gripper_boxes(pose.grip, pose.yaw, pose.width_mm / 1000.0, hand=False)
+    if not any(b.kind == "object" and len(b.obbs) and separation(fingers, b.obbs) < RELEASE_NEAR_M
+               for b in w.bodies.values()):
+        return []
+    return path_commands(pose.grip, [pose.grip + [0.0, 0.0, RELEASE_RISE_M]], prof)
+
+
 def _close_pointing_down(w: World, pose: pp.Pose, a: Articulation, h: dict, d: np.ndarray, travel: float,
                          prof) -> tuple[list[dict], bool] | None:
     """Shut a drawer with the tool pointing down: the closed fingertips come down just in front of
@@ -357,15 +378,21 @@ def _close_pointing_down(w: World, pose: pp.Pose, a: Articulation, h: dict, d: n
     yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose)     # the finger pair across the slide
     reach = _half_along(h, d) + FINGER_HALF + 0.006
     z = float(hc[2]) + FINGERTIP_BELOW_M + 0.004                     # fingertips just under the bar's middle
-    at = np.array([hc[0], hc[1], z]) + d * reach
-    end = at - d * travel
     bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
     excl = (a.body,)                                   # the drawer the fingertips push
-    column = [at + [0, 0, dz] for dz in (0.0, 0.04, 0.09, 0.15)]
-    if min(w.clearance(bundle.shifted(q), exclude=excl) for q in column) < 0.004:
+
+    def column_clear(at) -> bool:
+        column = [at + [0, 0, dz] for dz in (0.0, 0.04, 0.09, 0.15)]
+        return min(w.clearance(bundle.shifted(q), exclude=excl) for q in column) >= 0.004 and \
+            min(w.clearance(bundle.shifted(q), exclude=()) for q in column[1:]) >= 0.004   # (the drawer
+                                                                                         # itself from above)
+    across = np.array([-d[1], d[0], 0.0])
+    span = _half_along(h, across)
+    mid = np.array([hc[0], hc[1], z]) + d * reach
+    at = next((mid + across * f * span for f in BAR_SPOTS if column_clear(mid + across * f * span)), None)
+    if at is None:                                     # (something in the drawer stands over every spot)
         return None
-    if min(w.clearance(bundle.shifted(q), exclude=()) for q in column[1:]) < 0.004:
-        return None                                    # (the moving drawer itself is in the way from above)
+    end = at - d * travel
     cmds: list[dict] = rotations("yaw", yaw - pose.yaw, prof)
     if pose.fraction > 0.1:
         cmds.append({"op": "gripper", "action": "close"})
