@@ -47,7 +47,7 @@ APPROACH_M = 0.05          # pre-grasp height above the grasp point
 DROP_STOPPED_M = 0.07      # a lowering stopped by contact with the object over its spot and its bottom less
                            # than this over the support lets go (a cheese box held wide, over a bowl whose
                            # rim the fingers meet 4.5 cm up)
-TEST_LIFT_M = 0.02         # a grasp batch ends lifting this much: the Verifier sees whether it holds
+TEST_LIFT_M = pp.TEST_LIFT_M
 HOLD_MIN_MM = pp.HOLD_MIN_MM
 RELEASE_M = pp.RELEASE_M
 DROP_M = 0.08              # a held object over an In goal's region box, its bottom this close over the box's

@@ -2,11 +2,12 @@
 
 A region under its fixture's roof cannot take an object lowered from above: LIBERO's microwave has
 14 cm of room over its floor, its mugs are 10-13 cm tall, and a top-down hand stands 2-10 cm over
-the rim it pinches. The oracle grips the object by its handle instead (the part that sticks out
-furthest on the side away from the opening) with the tool tilted back from pointing down, toward the
-opening (the hand over and behind the handle, the fingers side by side across the opening's axis); it carries the object level, just over the
-floor's height, to in front of the opening, slides it in along the opening's axis and lets go.
-The hand stays in front of the opening; the handle ends up inside, so that the door can shut.
+the rim it pinches. The oracle grips the object by its handle instead (the boxes that stand out
+beyond its wall ring, on the side away from the opening) with the tool tilted back from pointing
+down toward the opening: the hand over and behind the handle, the fingers side by side across the
+opening's axis. It carries the object level, just over the floor's height, to in front of the
+opening, slides it in along the axis and lets go; the hand stays in front of the opening. Then the
+handle is pushed inside the face, so that the door can shut.
 
 Every batch is computed from the current poses, like the rest of the oracle: a grasp batch that
 finds the tool not yet turned turns it (where the hand has room), the next comes in.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import pickplace as pp
-from .articulated import down_rot, reorient, turning_point, untilt
+from .articulated import UNTILT_MIN, down_rot, reorient, turning_point, untilt
 from .motion import clear_along, path_commands, route
 from .world import Boxes, World, gripper_boxes, separation, wrap
 
@@ -33,10 +34,9 @@ RING_TALL = 0.8            # ... whose boxes are the tallest: at least this frac
 BAR_MIN_HALF_M = 0.012     # a handle's bar the fingers close on is at least this tall (half height)
 HANDLE_MARGIN_M = 0.012    # the fingers open this much wider than the handle's bar on each side
 GRIP_IN_M = 0.003          # the grip site this far past the bar's middle along the approach
-ROUTE_CLEAR_M = 0.03      # ... on its way there over the object (measured: a route 1.3 cm over a mug's rim
-                           # caught it and tipped it)
-STANDOFF_M = 0.08          # the tool comes in along the axis from this far out
-TEST_LIFT_M = 0.02         # as a top-down grasp: the batch ends lifting the object this much
+STANDOFF_M = 0.08          # the tool comes in along its axis from this far out ...
+ROUTE_CLEAR_M = 0.03       # ... and goes there this clear of the scene (measured: a way 1.3 cm over the mug's
+                           # rim caught it and tipped it)
 FLOOR_CLEAR_M = 0.008      # carried in with its bottom this far over the floor
 INSIDE_M = 0.01            # the object's back (its handle) this far inside the opening's face, if it fits
 CLEAR_IN_M = 0.006         # wanted clearance of the object and the hand from the fixture, in place
@@ -46,7 +46,6 @@ PUSH_TILT_DEG = 65.0       # the tool's tilt for pushing the object deeper by it
 PUSH_GAP_M = 0.01          # ... the fingertips start this far behind the handle
 PUSH_PAST_M = 0.015        # ... and push this much further than the model says (measured: the mug went 1.6 cm
                            # less far than the fingertips' modelled travel), as far as the room in front allows
-FLANGE_M = 0.21            # the wrist flange behind the grip site along the tool
 
 
 @dataclass
@@ -163,7 +162,7 @@ def handle(w: World, a: str, d: np.ndarray, rot: np.ndarray) -> HandleGrasp | No
     parts = handle_parts(w, a)
     if parts is None:
         return None
-    mid, radius, idx = parts
+    idx = parts[2]
     b = w.bodies[a]
     tall = np.einsum("nk,nk->n", np.abs(b.obbs.R[:, 2, :]), b.obbs.h)
     idx = [i for i in idx if tall[i] >= BAR_MIN_HALF_M]
@@ -240,10 +239,10 @@ def held_target(w: World, a: str, op: Opening, pose: pp.Pose) -> pp.Target | Non
 
 
 def choose(w: World, a: str, op: Opening, pose: pp.Pose) -> tuple[HandleGrasp, np.ndarray] | None:
-    """The handle grasp and the tool's frame for it, from the side the handle points to: the first
-    tilt (TILTS_DEG; the one the tool is already turned to first) at which the open fingers fit
-    around the handle where it stands and the held object, with the hand, fits inside the region.
-    None when the handle does not point away from the opening."""
+    """The handle grasp and the tool's frame for it: the first tilt (TILTS_DEG; the one the tool is
+    already turned to first) at which the open fingers fit around the handle where it stands and the
+    held object, with the hand, fits inside the region. None when the handle does not point away
+    from the opening."""
     h = handle_dir(w, a)
     if h is None:
         return None
@@ -261,7 +260,7 @@ def choose(w: World, a: str, op: Opening, pose: pp.Pose) -> tuple[HandleGrasp, n
 
 def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dict], bool]:
     """One batch toward gripping ``a``'s handle: turn the tool where it has room (the first batch),
-    come in along the tool's axis, close, lift TEST_LIFT_M (the next)."""
+    come in along the tool's axis, close, lift pp.TEST_LIFT_M (the next)."""
     prof = brain.profile
     if pp.held(w, a, pose, prof):
         return [], True
@@ -274,7 +273,7 @@ def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
     frac = round(g.gap_m * 1000.0 / prof.gripper_max_width_mm, 3)
     cmds: list[dict] = []
     if not aligned(pose, rot):
-        if pose.rot is not None and pose.tilt > math.radians(12.0) and \
+        if pose.rot is not None and pose.tilt > UNTILT_MIN and \
                 abs(float(np.dot(pose.rot[:, 0], rot[:, 0]))) > ALIGNED_DOT:
             return reorient(pose, rot, prof)[:prof.limits.max_batch], False   # part way through the turn: on
         un, pose = untilt(pose, prof)
@@ -296,7 +295,7 @@ def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
     cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=(a,)), prof)
     cmds += path_commands(pre, [g.point], prof)
     cmds.append({"op": "gripper", "action": "close"})
-    cmds += path_commands(g.point, [g.point + [0.0, 0.0, TEST_LIFT_M]], prof)
+    cmds += path_commands(g.point, [g.point + [0.0, 0.0, pp.TEST_LIFT_M]], prof)   # (the Verifier sees it rise)
     brain.rest_z[a] = np.array([float(w.bodies[a].lo[2]), float(w.bodies[a].pos[2])])
     return cmds, True
 

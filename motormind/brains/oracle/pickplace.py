@@ -44,6 +44,7 @@ GRASP_DEPTH_M = 0.03       # a straddle grasp this far below the object's top ..
 GRASP_FLOOR_M = 0.011      # ... but the grip site at least this far above its bottom
 RELEASE_M = 0.012          # release with the object's bottom this far above the support
 HOVER_M = 0.025            # the carry ends with the object's bottom this far above the release
+TEST_LIFT_M = 0.02         # a grasp batch ends lifting the object this much: the Verifier sees whether it holds
 HOLD_MIN_MM = 3.5          # a closed gripper narrower than this holds nothing (a rim pinched with both fingers
                            # reads 3.9 while it carries a bowl; fingers closed on nothing, 3.0 or less)
 J7_LIMIT_DEG = 160.0       # the Panda's wrist joint (joint 7) stops at about +-166 deg
