@@ -314,3 +314,33 @@ def test_a_roofed_region_is_entered_through_its_open_side_by_the_handle():
     assert t.origin[2] == pytest.approx(op.floor + ins.FLOOR_CLEAR_M)      # (its origin at its bottom)
     moved = w.bodies["mug"].obbs.shifted(t.origin - w.bodies["mug"].pos)
     assert w.clearance(moved, exclude=("mug",)) > 0.0                      # in, clear of the walls and roof
+
+
+def test_a_tipped_bowls_rim_is_pinched_at_its_height_there():
+    def ring(tilt_deg):
+        rows, tilt = [], axis_angle_to_mat([1, 0, 0], math.radians(tilt_deg))
+        for k in range(8):
+            ang = k * math.pi / 4
+            c = tilt @ np.array([0.05 * math.cos(ang), 0.05 * math.sin(ang), 0.025])
+            rot = tilt @ axis_angle_to_mat([0, 0, 1], ang)
+            rows.append(list(np.array([0.5, 0.0, 0.0]) + c) + [0.003, 0.021, 0.025] + list(rot.ravel()))
+        return rows
+    for tilt in (0.0, 20.0):
+        bowl = body([0.445, -0.06, 0.0], [0.555, 0.06, 0.07])
+        bowl["obbs"] = ring(tilt)
+        bowl["rot"] = list(axis_angle_to_mat([1, 0, 0], math.radians(tilt)).ravel())
+        corners = np.concatenate([np.asarray(r[:3]) + (np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1)
+                                  for z in (-1, 1)]) * r[3:6]) @ np.asarray(r[6:]).reshape(3, 3).T for r in bowl["obbs"]])
+        bowl["lo"], bowl["hi"] = corners.min(axis=0).tolist(), corners.max(axis=0).tolist()
+        w = world({"bowl": bowl})
+        rims = [g for g in pp.candidates(w, "bowl") if g.kind == "rim" and abs(g.score) < 1e-9]
+        low = min(rims, key=lambda g: g.point[1])                      # tipped about x: -y is the low side
+        high = max(rims, key=lambda g: g.point[1])
+        depth = pp.RIM_DEPTHS_M[0]
+        top = float(corners[:, 2].max())
+        if tilt == 0.0:
+            assert low.point[2] == pytest.approx(top - depth) and high.point[2] == pytest.approx(top - depth)
+        else:                                                          # each pinch under the rim where it is
+            near = lambda g: corners[np.linalg.norm(corners[:, :2] - g.point[:2], axis=1) < pp.RIM_NEAR_M, 2].max()
+            assert high.point[2] == pytest.approx(near(high) - depth)
+            assert low.point[2] == pytest.approx(near(low) - depth) and low.point[2] < high.point[2] - 0.02

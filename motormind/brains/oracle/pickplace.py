@@ -24,6 +24,9 @@ from .world import MAX_GAP_M, Boxes, World, gripper_boxes, rot_z, separation, wr
 
 STRADDLE_MAX_M = 0.066     # widest object the open fingers straddle with room on both sides
 RIM_INSET_M = 0.006        # a rim grasp's point inside the wall's outer face
+RIM_NEAR_M = 0.02          # a tipped object's rim height at a pinch: its wall corners this near (xy) ...
+LEVEL_MIN = 0.995          # ... for one tipped more than this (cos of the tilt: 6 deg; a bowl resting on the
+                           # edge of another object, 26 deg)
 RIM_GAP_M = 0.040          # the fingers open this far for a rim pinch (a wall 5-10 mm thick)
 RIM_SKEWS = (0.0, math.radians(30.0), -math.radians(30.0))   # finger directions off the wall's normal
 OPEN_MARGIN_M = 0.016      # a straddle opens this much wider than the object on each side
@@ -171,13 +174,21 @@ def candidates(world: World, a: str) -> list[Grasp]:
             r = (hi - lo) / 2 - RIM_INSET_M
             for sign in (1.0, -1.0):
                 xy = centre + sign * r * u
+                top = z_top if b.rot[2, 2] > LEVEL_MIN else _local_top(pts, xy, z_top)   # (a tipped bowl's
+                                                                                         # rim is not level)
                 for depth in RIM_DEPTHS_M:            # a shallower pinch keeps the hand over walls nearby
-                    z = max(z_bot + GRASP_FLOOR_M, z_top - depth)
+                    z = max(z_bot + GRASP_FLOOR_M, top - depth)
                     for skew in RIM_SKEWS:            # the fingers across the wall, or across it at a slant
                         out.append(Grasp(np.array([xy[0], xy[1], z]), yaw + skew, "rim", 2 * RIM_INSET_M,
                                          -0.002 * abs(RIM_DEPTHS_M[0] - depth) / 0.006 - 0.015 * abs(skew) / 0.5,
                                          RIM_GAP_M))
     return out
+
+
+def _local_top(pts: np.ndarray, xy, default: float) -> float:
+    """The highest of the wall corners ``pts`` within RIM_NEAR_M (xy) of ``xy``: the rim's height there."""
+    near = np.linalg.norm(pts[:, :2] - np.asarray(xy)[:2], axis=1) < RIM_NEAR_M
+    return float(pts[near, 2].max()) if near.any() else default
 
 
 def hollow(world: World, a: str) -> bool:
