@@ -41,7 +41,7 @@ from . import articulated as art
 from . import insert as ins
 from . import pickplace as pp
 from .motion import clear_along, path_commands, rotations, route, safe_height
-from .world import MAX_GAP_M, Boxes, World, gripper_boxes
+from .world import Boxes, World, gripper_boxes
 
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
 DROP_STOPPED_M = 0.07      # a lowering stopped by contact with the object over its spot and its bottom less
@@ -277,7 +277,10 @@ class OracleBrain(Brain):
         prof = self.profile
         op = self._opening(w, pred)
         if op is not None:                            # into a roofed region: by the handle (insert.py)
-            return ins.grasp(self, w, pose, a, op)
+            cmds, done = ins.grasp(self, w, pose, a, op)
+            if done and cmds:                         # this batch closes on it
+                self.rest_z[a] = _heights(w, a)
+            return cmds, done
         if pp.held(w, a, pose, prof) and self._clean(w, a, pose):
             self.tried.pop(a, None)
             return [], True

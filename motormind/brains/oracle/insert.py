@@ -24,6 +24,7 @@ from .articulated import UNTILT_MIN, down_rot, reorient, turning_point, untilt
 from .motion import clear_along, path_commands, route
 from .world import Boxes, World, gripper_boxes, separation, wrap
 
+UP = np.array([0.0, 0.0, 1.0])
 ROOF_ROOM_M = 0.25         # a fixture's box this low over the floor under a region's middle is a roof over it
 SIDE_DEPTH_M = 0.12        # a side is open when nothing of the fixture stands this far out in front of it
 TRAIL_MAX = math.radians(20.0)  # the handle points at most this far off straight away from the opening
@@ -106,7 +107,7 @@ def handle_parts(w: World, a: str) -> tuple[np.ndarray, float, np.ndarray] | Non
     b = w.bodies[a]
     if len(b.obbs) < 4:
         return None
-    tall = np.einsum("nk,nk->n", np.abs(b.obbs.R[:, 2, :]), b.obbs.h)    # half heights
+    tall = b.obbs.half_along(UP)                          # half heights
     ring = tall >= RING_TALL * tall.max()
     if ring.sum() < 4:
         return None
@@ -164,7 +165,7 @@ def handle(w: World, a: str, d: np.ndarray, rot: np.ndarray) -> HandleGrasp | No
         return None
     idx = parts[2]
     b = w.bodies[a]
-    tall = np.einsum("nk,nk->n", np.abs(b.obbs.R[:, 2, :]), b.obbs.h)
+    tall = b.obbs.half_along(UP)
     idx = [i for i in idx if tall[i] >= BAR_MIN_HALF_M]
     if not idx:
         return None
@@ -183,12 +184,6 @@ def handle(w: World, a: str, d: np.ndarray, rot: np.ndarray) -> HandleGrasp | No
     return HandleGrasp(point, gap, k)
 
 
-def held(w: World, a: str, grip: np.ndarray, rot: np.ndarray, width_m: float) -> tuple[Boxes, Boxes]:
-    """(the gripper closed to ``width_m`` with ``a`` in it, ``a``'s boxes alone), relative to the grip."""
-    obj = w.bodies[a].obbs.shifted(-np.asarray(grip, float))
-    return gripper_boxes(np.zeros(3), 0.0, max(width_m, 0.005), rot=rot) + obj, obj
-
-
 def target(w: World, a: str, op: Opening, grip: np.ndarray, rot: np.ndarray, width_m: float,
            need: float = CLEAR_IN_M) -> pp.Target | None:
     """Where ``a``'s origin goes inside: its bottom FLOOR_CLEAR_M over the floor, the object and the
@@ -200,13 +195,14 @@ def target(w: World, a: str, op: Opening, grip: np.ndarray, rot: np.ndarray, wid
     half = np.asarray(rg["half_extents"], float)
     d = op.d
     s = np.array([-d[1], d[0], 0.0])
-    bundle, obj = held(w, a, grip, rot, width_m)
+    bundle = pp.held_bundle(w, a, grip, 0.0, width_m, rot=rot)
+    obj = b.obbs.shifted(-np.asarray(grip, float))
     rel = grip - b.pos                                     # the grip from the origin
     lo = obj.aabb()
     z = op.floor + FLOOR_CLEAR_M - float(lo[:, 0, 2].min()) - rel[2]
-    back = float((obj.c @ d - np.abs(np.einsum("nij,i->nj", obj.R, d) * obj.h).sum(axis=1)).min()) + float(rel @ d)
+    back = float((obj.c @ d - obj.half_along(d)).min()) + float(rel @ d)
     fx = w.bodies[op.fixture].obbs
-    tops = fx.c[:, 2] + np.einsum("nk,nk->n", np.abs(fx.R[:, 2, :]), fx.h)
+    tops = fx.c[:, 2] + fx.half_along(UP)
     keep = tops > op.floor + 0.001                        # (the floor is kept clear by the height alone)
     walls = Boxes(fx.c[keep], fx.h[keep], fx.R[keep])
     best = None
@@ -296,7 +292,6 @@ def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
     cmds += path_commands(pre, [g.point], prof)
     cmds.append({"op": "gripper", "action": "close"})
     cmds += path_commands(g.point, [g.point + [0.0, 0.0, pp.TEST_LIFT_M]], prof)   # (the Verifier sees it rise)
-    brain.rest_z[a] = np.array([float(w.bodies[a].lo[2]), float(w.bodies[a].pos[2])])
     return cmds, True
 
 
@@ -313,7 +308,7 @@ def carry(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
     goal = t.origin - rel
     if np.linalg.norm(pose.grip - goal) < 0.01:
         return [], True
-    bundle = held(w, a, pose.grip, pose.rot, width)[0]
+    bundle = pp.held_bundle(w, a, pose.grip, 0.0, width, rot=pose.rot)
     stage = goal
     for k in np.arange(0.04, 0.40, 0.02):
         stage = goal - op.d * k
@@ -337,14 +332,14 @@ def place(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
     back = pose.grip - d * BACK_OUT_M
     cmds = [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [back], prof)
     b = w.bodies[a]
-    ext = np.abs(np.einsum("nij,i->nj", b.obbs.R, d) * b.obbs.h).sum(axis=1)
+    ext = b.obbs.half_along(d)
     k = int(np.argmin(b.obbs.c @ d - ext))
     shift = op.face + INSIDE_M - float(b.obbs.c[k] @ d - ext[k])   # how far its back is from inside enough
     if shift < INSIDE_M / 2 or not pp.held(w, a, pose, prof):
         return cmds, True
     rot = tool_rot(d, math.radians(PUSH_TILT_DEG), pose.yaw)
     tips = gripper_boxes(np.zeros(3), 0.0, 0.0, hand=False, rot=rot)
-    front = float(np.max(tips.c @ d + np.abs(np.einsum("nij,i->nj", tips.R, d) * tips.h).sum(axis=1)))
+    front = float(np.max(tips.c @ d + tips.half_along(d)))
     bar = b.obbs.c[k]
     room = 0.0                                            # how far it can go before meeting the back
     while room < shift + PUSH_PAST_M and w.clearance(b.obbs.shifted(d * (room + 0.005)), exclude=(a,)) > 0.004:

@@ -403,9 +403,10 @@ def bundle(world: World, a: str, pose: Pose) -> Boxes:
     return held_bundle(world, a, pose.grip, pose.yaw, pose.width_mm / 1000.0)
 
 
-def held_bundle(world: World, a: str, grip: np.ndarray, yaw: float, width_m: float) -> Boxes:
-    """The gripper closed to ``width_m`` on ``a`` at ``grip`` (finger yaw ``yaw``) and ``a``'s boxes,
-    relative to the grip site (``a`` where it is now)."""
+def held_bundle(world: World, a: str, grip: np.ndarray, yaw: float, width_m: float,
+                rot: np.ndarray | None = None) -> Boxes:
+    """The gripper closed to ``width_m`` on ``a`` at ``grip`` (pointing down, finger yaw ``yaw``; or
+    in the grip-site frame ``rot``) and ``a``'s boxes, relative to the grip site (``a`` where it is now)."""
     b = world.bodies[a]
-    g = gripper_boxes(np.zeros(3), yaw, max(width_m, 0.005))
+    g = gripper_boxes(np.zeros(3), yaw, max(width_m, 0.005), rot=rot)
     return g + b.obbs.shifted(-np.asarray(grip, float)) if len(b.obbs) else g

@@ -52,6 +52,10 @@ class Boxes:
         return Boxes(np.concatenate([self.c, other.c]), np.concatenate([self.h, other.h]),
                      np.concatenate([self.R, other.R]))
 
+    def half_along(self, d) -> np.ndarray:
+        """(n,) each box's half extent along the unit direction ``d``."""
+        return (np.abs(np.einsum("nij,i->nj", self.R, np.asarray(d, float))) * self.h).sum(axis=1)
+
     def aabb(self) -> np.ndarray:
         """(n, 2, 3) axis-aligned boxes around them (computed once: boxes are not changed in place)."""
         if self._aabb is None:
