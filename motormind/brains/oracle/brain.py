@@ -356,7 +356,7 @@ class OracleBrain(Brain):
         prev = self.carry_to.get(a)
         if prev is not None and self._stopped_by_contact():
             self.avoid.setdefault(a, []).append(prev)   # the way down to that spot is not free: another
-        target = self._target(w, a, pred)
+        target = self._target(w, a, pred, pose)
         self.carry_to[a] = target.origin[:2].copy()
         body = w.bodies[a]
         if self._over(w, a, target, 0.06) or droppable(w, a, pred):   # there already, or low over the box
@@ -399,7 +399,7 @@ class OracleBrain(Brain):
         if op is not None:
             return ins.place(self, w, pose, a, op)
         if pp.held(w, a, pose, prof):
-            target = self._target(w, a, pred)
+            target = self._target(w, a, pred, pose)
             rel = w.bodies[a].pos - pose.grip
             goal = pp.grip_at(target, rel)
             off = np.linalg.norm((goal - pose.grip)[:2])
@@ -421,14 +421,19 @@ class OracleBrain(Brain):
         return "status=blocked" in self.last_report and "stopped by contact" in self.last_report
 
     def _target(self, w: World, a: str, pred, pose: pp.Pose | None = None) -> pp.Target:
-        """Where ``a`` goes for ``pred``, away from spots a carry there was stopped by contact (into a
-        roofed region, held as ``pose`` holds it: insert.py)."""
+        """Where ``a`` goes for ``pred``, away from spots a carry there was stopped by contact, and
+        once one was, with the hand that holds it (as ``pose`` holds it) clear on the way down too
+        (into a roofed region, held as ``pose`` holds it: insert.py)."""
         op = self._opening(w, pred)
         if op is not None and pose is not None and pose.rot is not None:
             t = ins.held_target(w, a, op, pose)
             if t is not None:
                 return t
-        return pp.place_target(w, a, pred, avoid=self.avoid.get(a, ()))
+        avoid = self.avoid.get(a, ())
+        hand = None
+        if avoid and pose is not None and pose.tilt < art.UNTILT_MIN and pp.held(w, a, pose, self.profile):
+            hand = gripper_boxes(pose.grip - w.bodies[a].pos, pose.yaw, pose.width_mm / 1000.0)
+        return pp.place_target(w, a, pred, avoid=avoid, hand=hand)
 
     @staticmethod
     def _opening(w: World, pred) -> ins.Opening | None:

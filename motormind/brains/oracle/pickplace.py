@@ -55,6 +55,8 @@ ORIGIN_TOL_M = 0.015       # a carry is done with the origin this close over its
 PLACE_SPAN = 0.7           # a release spot within this fraction of a region's half sizes
 PLACE_GRID = (0.0, -0.5, 0.5, -1.0, 1.0)   # the spots tried along each axis (fractions of that span)
 PLACE_COLUMN_M = (0.0, 0.04, 0.09, 0.15)   # heights over a release the object comes down through
+HAND_COLUMN_M = (0.04, 0.09, 0.15, 0.22, 0.3)   # ... and the hand holding it, once a carry was stopped (at
+                           # the release itself its fingers may touch the support: a box held wide over a bowl)
 AVOID_M = 0.02             # release spots this close to one where a carry was stopped are tried last
 PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
 RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
@@ -259,19 +261,27 @@ class Target:
     spin: float = 0.0          # the wrist turns the object this much (rad, about the vertical) on the way
 
 
+def turned(boxes: Boxes, spin: float, at) -> Boxes:
+    """Boxes given relative to a point, turned by ``spin`` about the vertical through it, moved to ``at``."""
+    r = rot_z(spin)
+    return Boxes(np.asarray(at, float) + boxes.c @ r.T, boxes.h, np.einsum("ij,njk->nik", r, boxes.R))
+
+
 def spun(world: World, a: str, spin: float, origin) -> Boxes:
     """``a``'s boxes turned by ``spin`` about the vertical through its origin, moved to ``origin``."""
     b = world.bodies[a]
-    r = rot_z(spin)
-    return Boxes(np.asarray(origin) + (b.obbs.c - b.pos) @ r.T, b.obbs.h, np.einsum("ij,njk->nik", r, b.obbs.R))
+    return turned(b.obbs.shifted(-b.pos), spin, origin)
 
 
-def place_target(world: World, a: str, pred, avoid=()) -> Target:
+def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None) -> Target:
     """Where ``a`` is released for ``pred`` (On / In): the origin spot, among those the predicate
     accepts (a region's box, 3 cm around an object's origin), where the object, hanging RELEASE_M
     over what is under it, is clearest of everything else on the way down, nearest the middle
     and lowest (on the surface meant, not on a neighbour). Into a region the object may be turned
-    (a book into a slot): a quarter or an eighth turn when that fits it better."""
+    (a book into a slot): a quarter or an eighth turn when that fits it better. With ``hand`` (the
+    closed gripper's boxes relative to ``a``'s origin, as it holds it), the hand too is kept clear
+    all the way down from HAND_COLUMN_M, and any goal may turn the object (the hand's long side
+    away from a cabinet beside the spot)."""
     op, b = pred[0].lower(), pred[2]
     body = world.bodies[a]
     if b in world.regions:
@@ -284,7 +294,7 @@ def place_target(world: World, a: str, pred, avoid=()) -> Target:
         centre = tb.pos[:2].copy()
         half = np.array([0.012, 0.012])
         below = float(tb.hi[2]) + 0.001
-    spins = PLACE_SPINS if op == "in" else (0.0,)
+    spins = PLACE_SPINS if op == "in" or hand is not None else (0.0,)
     bottom_off = float(body.lo[2] - body.pos[2])
     spots = []
     for spin in spins:
@@ -300,7 +310,12 @@ def place_target(world: World, a: str, pred, avoid=()) -> Target:
                 origin = np.array([xy[0], xy[1], support + RELEASE_M - bottom_off])
                 clear = min(world.clearance(spun(world, a, spin, origin + [0, 0, dz]), exclude=(a,))
                             for dz in PLACE_COLUMN_M) if len(body.obbs) else 0.0   # there, and the way down
-                spots.append((origin, support, clear, float(np.hypot(fx, fy)) + abs(spin), spin))
+                met = 0.0
+                if hand is not None:                  # (a hand that meets something on the way down is stopped)
+                    hand_clear = min(world.clearance(turned(hand, spin, origin + [0, 0, dz]), exclude=(a,))
+                                     for dz in HAND_COLUMN_M)
+                    clear, met = min(clear, hand_clear), float(hand_clear < 0.0)
+                spots.append((origin, support, clear, float(np.hypot(fx, fy)) + abs(spin) + 5.0 * met, spin))
     lowest = min(sp[1] for sp in spots)
     def avoided(xy) -> float:                         # a spot a carry to was stopped at, and near it
         return 1.0 if any(np.linalg.norm(np.asarray(xy[:2]) - np.asarray(v)[:2]) < AVOID_M for v in avoid) else 0.0
