@@ -343,3 +343,22 @@ def test_a_tipped_bowls_rim_is_pinched_at_its_height_there():
             near = lambda g: corners[np.linalg.norm(corners[:, :2] - g.point[:2], axis=1) < pp.RIM_NEAR_M, 2].max()
             assert high.point[2] == pytest.approx(near(high) - depth)
             assert low.point[2] == pytest.approx(near(low) - depth) and low.point[2] < high.point[2] - 0.02
+
+
+def test_after_a_stopped_carry_the_release_keeps_the_holding_hand_clear_and_may_turn_the_object():
+    # a cheese box held with the fingers across y: the hand, 21 cm along them, comes down onto the
+    # cabinet beside the bowl at every spot an On goal accepts, unless the object is turned
+    w = world({"bowl": body([0.55, -0.05, 0.0], [0.65, 0.05, 0.05]),
+               "cabinet": body([0.5, -0.35, 0.0], [0.8, -0.09, 0.22], kind="fixture"),
+               "cheese": body([0.38, 0.18, 0.1], [0.42, 0.22, 0.12])})
+    grip = np.array([0.40, 0.20, 0.115])
+    hand = gripper_boxes(grip - w.bodies["cheese"].pos, math.pi / 2, 0.04)
+    plain = pp.place_target(w, "cheese", ["on", "cheese", "bowl"])
+    assert plain.spin == 0.0                                                # an On goal is not turned
+    assert min(w.clearance(pp.turned(hand, 0.0, plain.origin + [0, 0, dz]), exclude=("cheese",))
+               for dz in pp.HAND_COLUMN_M) < 0.0                           # ... and its hand meets the cabinet
+    t = pp.place_target(w, "cheese", ["on", "cheese", "bowl"], avoid=[plain.origin[:2]], hand=hand)
+    assert abs(abs(t.spin) - math.pi / 2) < 1e-9
+    assert np.linalg.norm(t.origin[:2] - w.bodies["bowl"].pos[:2]) < 0.03    # still where On holds
+    assert min(w.clearance(pp.turned(hand, t.spin, t.origin + [0, 0, dz]), exclude=("cheese",))
+               for dz in pp.HAND_COLUMN_M) > 0.0

@@ -336,11 +336,6 @@ class OracleBrain(Brain):
         self.rest_z[a] = _heights(w, a)
         return cmds, True
 
-    def _liftable(self, w: World, pose: pp.Pose, a: str, pred) -> bool:
-        """A grasp of ``a`` exists that clears the scene (else a flat object is pushed)."""
-        g = pp.choose(w, a, pose, self.profile, self._target(w, a, pred))
-        return g is not None and g.score > -0.05
-
     @staticmethod
     def _clean(w: World, a: str, pose: pp.Pose) -> bool:
         lo, hi = pp.expected_width_mm(w, a, pose)
