@@ -163,6 +163,45 @@ def interference_tables(rows: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def perturbation_grid(rows: list[dict]) -> list[str]:
+    """Success per base suite (rows) and perturbation (columns), with 95% Wilson intervals, and a
+    row over all suites: the shape of the oracle's grid in docs/evaluation.md. Empty unless the
+    rows span more than one perturbation."""
+    cells = group(rows, lambda r: split_suite(r["suite"]))
+    kinds = sorted({k[1] for k in cells}, key=lambda p: (p != "base", p))
+    if len(kinds) < 2:
+        return []
+
+    def cell(rs: list[dict]) -> str:
+        if not rs:
+            return "-"
+        s = summarize(rs)
+        return f"{s['success']}/{s['n']}, {100 * s['rate']:.0f}% [{100 * s['ci'][0]:.0f}, {100 * s['ci'][1]:.0f}]"
+    names = ["base" if p == "base" else f"_{p}" for p in kinds]
+    out = ["## Suite by perturbation", "", "| suite | " + " | ".join(names) + " |",
+           "|---" * (len(kinds) + 1) + "|"]
+    for base in sorted({k[0] for k in cells}):
+        out.append(f"| {base} | " + " | ".join(cell(cells.get((base, p), [])) for p in kinds) + " |")
+    if len({k[0] for k in cells}) > 1:
+        out.append("| all suites | " + " | ".join(
+            cell([r for r in rows if split_suite(r["suite"])[1] == p]) for p in kinds) + " |")
+    return out + [""]
+
+
+def failing_tasks(rows: list[dict]) -> list[str]:
+    """Per suite with a failure: each failing task's failures of its episodes ("3: 6/10")."""
+    out = []
+    for suite, rs in group(rows, lambda r: r["suite"]).items():
+        tasks = group(rs, lambda r: int(r["task"]))
+        bad = [f"{t}: {sum(not r['success'] for r in trs)}/{len(trs)}" for t, trs in tasks.items()
+               if any(not r["success"] for r in trs)]
+        if bad:
+            out.append(f"| {suite} | {', '.join(bad)} |")
+    if not out:
+        return []
+    return ["## Failing tasks", "", "| suite | task: failures / episodes |", "|---|---|"] + out + [""]
+
+
 def markdown(rows: list[dict], title: str = "MotorMind evaluation") -> str:
     lines = [f"# {title}", ""]
     if not rows:
@@ -181,6 +220,7 @@ def markdown(rows: list[dict], title: str = "MotorMind evaluation") -> str:
     lines.append("")
     for name, tab in tables(rows).items():
         lines += [f"## {name.capitalize()}", "", HEADER] + [_fmt_row(k, s) for k, s in tab] + [""]
+    lines += perturbation_grid(rows) + failing_tasks(rows)
     lines += interference_tables(rows)
     return "\n".join(lines)
 

@@ -104,3 +104,20 @@ def test_compare_two_directories_side_by_side(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "motormind.cli", "compare", str(tmp_path / "gpt"),
                           str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "holds no results.jsonl" in bad.stderr
+
+
+def test_the_report_has_the_suite_by_perturbation_grid_and_the_failing_tasks():
+    from motormind.evaluate.report import markdown
+    rows = [row("a", "libero_goal", 3, 0, False), row("b", "libero_goal", 3, 1, True),
+            row("c", "libero_goal", 0, 0, True), row("d", "libero_goal_task", 1, 0, False),
+            row("e", "libero_object_lan", 2, 0, True)]
+    md = markdown(rows)
+    grid = md.split("## Suite by perturbation")[1].split("##")[0]
+    assert "| suite | base | _lan | _task |" in grid
+    assert "| libero_goal | 2/3, 67% [21, 94] | - | 0/1, 0% [0, 79] |" in grid
+    assert "| libero_object | - | 1/1, 100% [21, 100] | - |" in grid
+    assert "| all suites | 2/3, 67% [21, 94] | 1/1, 100% [21, 100] | 0/1, 0% [0, 79] |" in grid
+    failing = md.split("## Failing tasks")[1]
+    assert "| libero_goal | 3: 1/2 |" in failing and "| libero_goal_task | 1: 1/1 |" in failing
+    assert "libero_object_lan" not in failing
+    assert "## Suite by perturbation" not in markdown([row("a", "libero_goal", 0, 0, True)])
