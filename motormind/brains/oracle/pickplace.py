@@ -57,6 +57,7 @@ PLACE_GRID = (0.0, -0.5, 0.5, -1.0, 1.0)   # the spots tried along each axis (fr
 PLACE_COLUMN_M = (0.0, 0.04, 0.09, 0.15)   # heights over a release the object comes down through
 HAND_COLUMN_M = (0.04, 0.09, 0.15, 0.22, 0.3)   # ... and the hand holding it, once a carry was stopped (at
                            # the release itself its fingers may touch the support: a box held wide over a bowl)
+HAND_MET_COST = 5.0        # ... a spot where it meets something costs as much as this much more off-centre + turn
 AVOID_M = 0.02             # release spots this close to one where a carry was stopped are tried last
 PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
 RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
@@ -315,7 +316,8 @@ def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None
                     hand_clear = min(world.clearance(turned(hand, spin, origin + [0, 0, dz]), exclude=(a,))
                                      for dz in HAND_COLUMN_M)
                     clear, met = min(clear, hand_clear), float(hand_clear < 0.0)
-                spots.append((origin, support, clear, float(np.hypot(fx, fy)) + abs(spin) + 5.0 * met, spin))
+                spots.append((origin, support, clear, float(np.hypot(fx, fy)) + abs(spin) + HAND_MET_COST * met,
+                              spin))
     lowest = min(sp[1] for sp in spots)
     def avoided(xy) -> float:                         # a spot a carry to was stopped at, and near it
         return 1.0 if any(np.linalg.norm(np.asarray(xy[:2]) - np.asarray(v)[:2]) < AVOID_M for v in avoid) else 0.0
