@@ -362,3 +362,21 @@ def test_after_a_stopped_carry_the_release_keeps_the_holding_hand_clear_and_may_
     assert np.linalg.norm(t.origin[:2] - w.bodies["bowl"].pos[:2]) < 0.03    # still where On holds
     assert min(w.clearance(pp.turned(hand, t.spin, t.origin + [0, 0, dz]), exclude=("cheese",))
                for dz in pp.HAND_COLUMN_M) > 0.0
+
+
+def test_a_push_boxed_in_by_objects_shoves_them_and_keeps_clear_of_the_fixtures():
+    # a plate between a stove (a fixture) and a bowl, its target beyond the bowl: no way is clear of
+    # both, so the path goes through the bowl (it is shoved aside), never through the stove
+    w = world({"plate": body([0.39, -0.06, 0.0], [0.51, 0.06, 0.02]),
+               "stove": body([0.2, 0.1, 0.0], [0.5, 0.3, 0.03], kind="fixture"),
+               "bowl": body([0.575, -0.03, 0.0], [0.68, 0.08, 0.07])})
+    target = np.array([0.58, 0.24])
+    assert art._plan_push(w, "plate", target, 0.1, shove=False) is None
+    path = art._push_path(w, "plate", target, 0.1)
+    assert len(path) > 2 and np.allclose(path[-1], target)                 # around the stove's corner
+    r = art._radius(w, "plate")
+    stove = art._table_boxes(w, "plate", objects=False)
+    pts = np.concatenate([p + np.linspace(0, 1, 20)[:, None] * (q - p) for p, q in zip(path[:-1], path[1:])])
+    away = np.linalg.norm(pts - target, axis=1) > 0.02                     # (it may end nearer than that)
+    assert art._dist(pts[away], stove).min() >= r - 1e-6
+    assert art._dist(pts, art._table_boxes(w, "plate")).min() < r           # ... and through the bowl
