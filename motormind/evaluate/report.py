@@ -191,7 +191,7 @@ def perturbation_grid(rows: list[dict]) -> list[str]:
 def failing_tasks(rows: list[dict]) -> list[str]:
     """Per suite with a failure: each failing task's failures of its episodes ("3: 6/10")."""
     out = []
-    for suite, rs in group(rows, lambda r: r["suite"]).items():
+    for suite, rs in group([r for r in rows if r.get("task") is not None], lambda r: r["suite"]).items():
         tasks = group(rs, lambda r: int(r["task"]))
         bad = [f"{t}: {sum(not r['success'] for r in trs)}/{len(trs)}" for t, trs in tasks.items()
                if any(not r["success"] for r in trs)]
