@@ -106,12 +106,12 @@ def _itf(r: dict) -> str:
     return r.get("interference") or "off"
 
 
-def _rate(rs: list[dict]) -> str:
+def _rate(rs: list[dict], sep: str = " ") -> str:
     if not rs:
         return "-"
     k, n = sum(bool(r["success"]) for r in rs), len(rs)
     lo, hi = wilson(k, n)
-    return f"{k}/{n} {100 * k / n:.0f}% [{100 * lo:.0f}, {100 * hi:.0f}]"
+    return f"{k}/{n}{sep}{100 * k / n:.0f}% [{100 * lo:.0f}, {100 * hi:.0f}]"
 
 
 def _mid(d: dict | None, unit: str) -> str:
@@ -171,20 +171,14 @@ def perturbation_grid(rows: list[dict]) -> list[str]:
     kinds = sorted({k[1] for k in cells}, key=lambda p: (p != "base", p))
     if len(kinds) < 2:
         return []
-
-    def cell(rs: list[dict]) -> str:
-        if not rs:
-            return "-"
-        s = summarize(rs)
-        return f"{s['success']}/{s['n']}, {100 * s['rate']:.0f}% [{100 * s['ci'][0]:.0f}, {100 * s['ci'][1]:.0f}]"
     names = ["base" if p == "base" else f"_{p}" for p in kinds]
     out = ["## Suite by perturbation", "", "| suite | " + " | ".join(names) + " |",
            "|---" * (len(kinds) + 1) + "|"]
     for base in sorted({k[0] for k in cells}):
-        out.append(f"| {base} | " + " | ".join(cell(cells.get((base, p), [])) for p in kinds) + " |")
+        out.append(f"| {base} | " + " | ".join(_rate(cells.get((base, p), []), ", ") for p in kinds) + " |")
     if len({k[0] for k in cells}) > 1:
         out.append("| all suites | " + " | ".join(
-            cell([r for r in rows if split_suite(r["suite"])[1] == p]) for p in kinds) + " |")
+            _rate([r for r in rows if split_suite(r["suite"])[1] == p], ", ") for p in kinds) + " |")
     return out + [""]
 
 
