@@ -380,3 +380,37 @@ def test_a_push_boxed_in_by_objects_shoves_them_and_keeps_clear_of_the_fixtures(
     away = np.linalg.norm(pts - target, axis=1) > 0.02                     # (it may end nearer than that)
     assert art._dist(pts[away], stove).min() >= r - 1e-6
     assert art._dist(pts, art._table_boxes(w, "plate")).min() < r           # ... and through the bowl
+
+
+def _walk(p, cmds, prof) -> list[np.ndarray]:
+    """The grip points the moves of ``cmds`` pass through, from ``p`` (m)."""
+    pts = [np.asarray(p, float)]
+    for c in cmds:
+        if c["op"] == "move":
+            v = np.asarray(c.get("vector") or prof.directions[c["direction"]], float)
+            pts.append(pts[-1] + v / np.linalg.norm(v) * c["distance_mm"] / 1000.0)
+    return pts
+
+
+def test_a_push_from_outside_claims_done_only_in_a_batch_that_pushes():
+    # a thin box pushed from behind, the tool still horizontal from a drawer and the fingers open:
+    # backing off, turning down, closing and the way there fill the batch. It ends there, not done
+    # (a batch cut short of the push once claimed it); from over the start, the push and its claim
+    prof = load_profile("libero_panda")
+    w = world({"box": body([0.45, 0.10, 0.0], [0.55, 0.16, 0.02])})
+
+    class Brain:
+        profile = prof
+    r_h = art.horizontal_rot(np.array([0.0, 1.0, 0.0]), sep_vertical=True)
+    tilted = pp.Pose(np.array([0.70, -0.13, 0.18]), 0.0, 78.0, 1.0, 0.0, r_h)
+    cmds, done = art._push_outside(Brain, w, tilted, "box", np.array([0.5, -0.05]))
+    low = float(w.bodies["box"].hi[2])
+    assert not done and 0 < len(cmds) <= prof.limits.max_batch
+    assert min(p[2] for p in _walk(tilted.grip, cmds, prof)[1:]) > low          # the push is not in it
+    at = _walk(tilted.grip, cmds, prof)[-1]
+    down = pp.Pose(at, math.pi / 2, 0.0, 0.0, 0.0, art.down_rot(math.pi / 2))
+    cmds, done = art._push_outside(Brain, w, down, "box", np.array([0.5, -0.05]))
+    pts = _walk(at, cmds, prof)
+    assert done and len(cmds) < prof.limits.max_batch
+    assert min(p[2] for p in pts) < low                                           # fingertips behind it
+    assert min(p[1] for p in pts) < 0.10                                          # ... and along the push

@@ -789,8 +789,10 @@ def _push_outside(brain, w: World, pose: pp.Pose, a: str, target):
     above = start + np.array([0.0, 0.0, 0.06])
     cmds += path_commands(pose.grip, route(w, pose.grip, above, bundle, exclude=()), prof)
     end = start + np.array([*(u * length), 0.0])
-    cmds += path_commands(above, [start, end, end + np.array([0.0, 0.0, 0.05])], prof)
-    return cmds[:prof.limits.max_batch - 1], True
+    push = path_commands(above, [start, end, end + np.array([0.0, 0.0, 0.05])], prof)
+    if len(cmds) + len(push) + 1 > prof.limits.max_batch:   # (with its ``done``): the way there now, the push
+        return cmds[:prof.limits.max_batch], False           # next batch, aimed from where it is then
+    return cmds + push, True
 
 
 # -- verification -----------------------------------------------------------------------------------
