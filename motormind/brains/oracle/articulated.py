@@ -790,9 +790,11 @@ def _push_outside(brain, w: World, pose: pp.Pose, a: str, target):
     cmds += path_commands(pose.grip, route(w, pose.grip, above, bundle, exclude=()), prof)
     end = start + np.array([*(u * length), 0.0])
     push = path_commands(above, [start, end, end + np.array([0.0, 0.0, 0.05])], prof)
-    if len(cmds) + len(push) + 1 > prof.limits.max_batch:   # (with its ``done``): the way there now, the push
-        return cmds[:prof.limits.max_batch], False           # next batch, aimed from where it is then
-    return cmds + push, True
+    if len(cmds) + len(push) + 1 <= prof.limits.max_batch:  # (with its ``done``)
+        return cmds + push, True
+    if cmds:                                                  # the way there now, the push next batch,
+        return cmds[:prof.limits.max_batch], False            # aimed from where it is then
+    return push[:prof.limits.max_batch], False                # (a push longer than a batch: re-aimed after)
 
 
 # -- verification -----------------------------------------------------------------------------------
