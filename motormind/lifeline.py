@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 _PR_SET_PDEATHSIG = 1          # linux/prctl.h
 
@@ -33,6 +34,27 @@ def watch_parent(parent: int, sig: int = signal.SIGTERM, period_s: float = 0.5) 
     while os.getppid() == parent:
         threading.Event().wait(period_s)
     os.kill(os.getpid(), sig)
+
+
+def exit_when_orphaned(parent: int, after_s: float, period_s: float = 0.5) -> threading.Thread:
+    """A backstop for a stop that cannot begin: once ``parent`` is no longer this process's parent,
+    a daemon thread waits ``after_s`` and, if the process is still running, ends it (``os._exit(1)``).
+    The parent-death signal asks for an orderly stop, but a Python signal handler runs only between
+    the main thread's bytecodes: a main thread blocked in a call that does not return never runs it.
+    ``after_s`` should exceed the orderly stop's own grace."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(period_s)
+        time.sleep(after_s)
+        try:
+            print(f"still running {after_s:g} s after its parent (pid {parent}) ended: exiting now",
+                  file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+        os._exit(1)
+    t = threading.Thread(target=watch, name="motormind-orphan-exit", daemon=True)
+    t.start()
+    return t
 
 
 def follow_parent(parent: int, sig: int = signal.SIGTERM) -> bool:

@@ -4,7 +4,9 @@ The launcher puts its pid in every node's environment (``MOTORMIND_LAUNCHER_PID`
 process calls ``follow_launcher()`` first thing: from then on the node gets SIGTERM when the
 launcher dies, however it dies (``kill -9`` included), so no node outlives its launch. SIGTERM is
 a node's ordinary stop (``base.spin``): the Controller stops the robot and removes its restart
-marker, and a node whose shutdown hangs ends itself after ``base.SHUTDOWN_GRACE_S``.
+marker, and a node whose shutdown hangs ends itself after ``base.SHUTDOWN_GRACE_S``. A node whose main thread
+is stuck in a call, so that its SIGTERM handler never runs, is ended ``ORPHAN_EXIT_S`` after the
+launcher died (``lifeline.exit_when_orphaned``).
 
 The tie is ``motormind/lifeline.py``'s (the kernel's parent-death signal, which fires when the
 *thread* that started the child ends), so the launcher starts (and restarts) every node from the one
@@ -22,9 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..lifeline import follow_parent
+from ..lifeline import exit_when_orphaned, follow_parent
 
 ENV = "MOTORMIND_LAUNCHER_PID"
+ORPHAN_EXIT_S = 15.0       # a node still running this long after its launcher died ends itself, stuck or not
+                           # (longer than an orderly stop's own grace, base.SHUTDOWN_GRACE_S: 10 s)
 
 
 def follow_launcher(env=None) -> int | None:
@@ -41,6 +45,7 @@ def follow_launcher(env=None) -> int | None:
     if not follow_parent(parent, signal.SIGTERM):   # it died before the tie was made: no signal will come
         print(f"the launcher (pid {parent}) is gone: not starting", file=sys.stderr, flush=True)
         raise SystemExit(1)
+    exit_when_orphaned(parent, ORPHAN_EXIT_S)       # (a main thread stuck in a call never runs the SIGTERM handler)
     return parent
 
 
