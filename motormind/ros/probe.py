@@ -35,9 +35,11 @@ class Probe:
         self.msgs: dict[str, list] = {t: [] for t in watch}
         self.arrivals: dict[str, list] = {t: [] for t in watch}
         self._pubs: dict = {}
+        self._subs: dict = {}
         for t in watch:
             spec = graph.TOPICS[t]
-            self.node.create_subscription(String, f"{graph.NAMESPACE}/{t}", lambda m, t=t: self._got(t, m), qos(spec))
+            self._subs[t] = self.node.create_subscription(String, f"{graph.NAMESPACE}/{t}",
+                                                          lambda m, t=t: self._got(t, m), qos(spec))
         self._ex = SingleThreadedExecutor(context=self.ctx)
         self._ex.add_node(self.node)
         self._stop = threading.Event()
@@ -90,6 +92,16 @@ class Probe:
         while p.get_subscription_count() < n:
             if time.monotonic() > t_end:
                 raise TimeoutError(f"no subscriber on {topic} after {timeout:g} s")
+            time.sleep(0.02)
+
+    def wait_for_publishers(self, topic: str, n: int = 1, timeout: float = 30.0) -> None:
+        """Until ``n`` publishers of the watched ``topic`` are matched with this probe: a volatile
+        message published before then is not heard."""
+        sub = self._subs[topic]
+        t_end = time.monotonic() + timeout
+        while sub.get_publisher_count() < n:
+            if time.monotonic() > t_end:
+                raise TimeoutError(f"no publisher on {topic} after {timeout:g} s")
             time.sleep(0.02)
 
     def wait_for(self, topic: str, pred=lambda m: True, timeout: float = 30.0, start: int = 0) -> dict:

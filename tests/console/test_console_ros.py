@@ -84,6 +84,7 @@ def console(tmp_path_factory):
                 break
             except TimeoutError:
                 pass
+        probe.wait_for_publishers("report")  # ... and the Controller's reports (volatile too)
         yield c
     finally:
         probe.close()
