@@ -29,10 +29,15 @@ def parent_death_signal(sig: int) -> bool:
         return False
 
 
+def wait_orphaned(parent: int, period_s: float = 0.5) -> None:
+    """Return once ``parent`` is no longer this process's parent (polling)."""
+    while os.getppid() == parent:
+        time.sleep(period_s)
+
+
 def watch_parent(parent: int, sig: int = signal.SIGTERM, period_s: float = 0.5) -> None:
     """Send ``sig`` to this process once ``parent`` is no longer its parent (polling)."""
-    while os.getppid() == parent:
-        threading.Event().wait(period_s)
+    wait_orphaned(parent, period_s)
     os.kill(os.getpid(), sig)
 
 
@@ -43,8 +48,7 @@ def exit_when_orphaned(parent: int, after_s: float, period_s: float = 0.5) -> th
     the main thread's bytecodes: a main thread blocked in a call that does not return never runs it.
     ``after_s`` should exceed the orderly stop's own grace."""
     def watch():
-        while os.getppid() == parent:
-            time.sleep(period_s)
+        wait_orphaned(parent, period_s)
         time.sleep(after_s)
         try:
             print(f"still running {after_s:g} s after its parent (pid {parent}) ended: exiting now",

@@ -26,6 +26,15 @@ from .base import MAX_MESSAGE_CHARS, qos
 WATCH = ("report", "progress", "plan", "verdict", "episode", "cancel", "task", "memory", "escalation", "commands")
 
 
+def _until(count, n: int, timeout: float, what: str) -> None:
+    """Poll ``count()`` until it is at least ``n``; TimeoutError (``what``) after ``timeout`` s."""
+    t_end = time.monotonic() + timeout
+    while count() < n:
+        if time.monotonic() > t_end:
+            raise TimeoutError(f"{what} after {timeout:g} s")
+        time.sleep(0.02)
+
+
 class Probe:
     def __init__(self, domain_id: int | None = None, name: str = "motormind_probe", watch=WATCH):
         self.ctx = rclpy.Context()
@@ -87,22 +96,12 @@ class Probe:
         return t
 
     def wait_for_subscribers(self, topic: str, n: int = 1, timeout: float = 30.0) -> None:
-        p = self._pub(topic)
-        t_end = time.monotonic() + timeout
-        while p.get_subscription_count() < n:
-            if time.monotonic() > t_end:
-                raise TimeoutError(f"no subscriber on {topic} after {timeout:g} s")
-            time.sleep(0.02)
+        _until(self._pub(topic).get_subscription_count, n, timeout, f"no subscriber on {topic}")
 
     def wait_for_publishers(self, topic: str, n: int = 1, timeout: float = 30.0) -> None:
         """Until ``n`` publishers of the watched ``topic`` are matched with this probe: a volatile
         message published before then is not heard."""
-        sub = self._subs[topic]
-        t_end = time.monotonic() + timeout
-        while sub.get_publisher_count() < n:
-            if time.monotonic() > t_end:
-                raise TimeoutError(f"no publisher on {topic} after {timeout:g} s")
-            time.sleep(0.02)
+        _until(self._subs[topic].get_publisher_count, n, timeout, f"no publisher on {topic}")
 
     def wait_for(self, topic: str, pred=lambda m: True, timeout: float = 30.0, start: int = 0) -> dict:
         """The first message on ``topic`` (from index ``start``) that satisfies ``pred``."""
