@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+from .hard_exit import exit_after
+
 _PR_SET_PDEATHSIG = 1          # linux/prctl.h
 
 
@@ -46,9 +48,12 @@ def exit_when_orphaned(parent: int, after_s: float, period_s: float = 0.5) -> th
     a daemon thread waits ``after_s`` and, if the process is still running, ends it (``os._exit(1)``).
     The parent-death signal asks for an orderly stop, but a Python signal handler runs only between
     the main thread's bytecodes: a main thread blocked in a call that does not return never runs it.
-    ``after_s`` should exceed the orderly stop's own grace."""
+    ``after_s`` should exceed the orderly stop's own grace. A native call that holds the GIL starves
+    this thread too: a native timer (``hard_exit``) armed when the parent is seen gone ends the
+    process 2 s after this thread would have."""
     def watch():
         wait_orphaned(parent, period_s)
+        exit_after(after_s + 2.0, 1)
         time.sleep(after_s)
         try:
             print(f"still running {after_s:g} s after its parent (pid {parent}) ended: exiting now",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
+import time
 
 
 def register(sub) -> None:
@@ -75,11 +75,11 @@ def _brain_factory(a, robot):
 
 
 def _wait_for_signal() -> None:
-    done = threading.Event()
+    done: list = []                 # not a threading.Event: a handler must take no lock (its set() does)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    while not done.wait(0.5):
-        pass
+        signal.signal(sig, lambda *_: done.append(sig))
+    while not done:
+        time.sleep(0.2)
 
 
 def _main(a) -> int:

@@ -26,6 +26,7 @@ from std_msgs.msg import Bool, String
 from .. import SCHEMA_VERSION
 from ..brains.base import Brain, BrainReply
 from ..errors import CommandError, ConfigError, MotorMindError
+from ..hard_exit import exit_after
 from ..mcap_record import dumps
 from ..strict_json import decode_json
 from . import graph
@@ -374,24 +375,43 @@ class ObservationCache:
             return self.state or state or {}, dict(self.images)
 
 
-SHUTDOWN_GRACE_S = 10.0   # a node still not gone this long after it began to stop ends itself (os._exit)
+SHUTDOWN_GRACE_S = 10.0   # a node whose orderly stop takes longer ends itself, exit code 1
+# Once the orderly stop is done, the middleware's teardown (the DDS participant, the interpreter's exit)
+# has this long; then the node ends with the exit code it had (motormind/hard_exit.py: why, and how)
+TEARDOWN_S = 5.0
 # A second SIGINT/SIGTERM within this long of the first is the same stop said again (the parent-death
 # signal comes once for each of the launcher's threads as they end); a later one insists: the node ends.
 REPEAT_SIGNAL_S = 1.0
 
 
-def _shutdown_deadline(grace_s: float) -> None:
-    """A node whose shutdown hangs (a stuck thread, a DDS participant that will not go) ends
-    anyway: this matters when no launcher is left to escalate (``lifeline``)."""
-    def expire():
+class _Deadline:
+    """A stop that hangs ends anyway: this matters when no launcher is left to escalate
+    (``lifeline``). A Python timer says so and exits 1; a native one (``hard_exit``) 2 s later does
+    it without the GIL, should a native call hold it."""
+
+    def __init__(self, grace_s: float):
+        def expire():
+            try:
+                print(f"shutdown did not finish within {grace_s:g} s: exiting now", file=sys.stderr, flush=True)
+            except (BrokenPipeError, OSError):
+                pass
+            os._exit(1)
+        self._timer = threading.Timer(grace_s, expire)
+        self._timer.daemon = True
+        self._timer.start()
+        self._hard = exit_after(grace_s + 2.0, 1)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+        self._hard.cancel()
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
         try:
-            print(f"shutdown did not finish within {grace_s:g} s: exiting now", file=sys.stderr, flush=True)
-        except (BrokenPipeError, OSError):
+            stream.flush()
+        except (OSError, ValueError):
             pass
-        os._exit(1)
-    t = threading.Timer(grace_s, expire)
-    t.daemon = True
-    t.start()
 
 
 def spin(make_node, argv=None) -> int:
@@ -401,16 +421,20 @@ def spin(make_node, argv=None) -> int:
     The first SIGINT or SIGTERM asks for an orderly stop (the node's ``close()``: the Controller
     stops the robot); another one more than ``REPEAT_SIGNAL_S`` later (the launcher's SIGTERM after
     its grace, a second Ctrl-C) ends the node at once, by that signal's default action. However the
-    node stops, its shutdown (and the interpreter's exit after it) has ``SHUTDOWN_GRACE_S``; then the
-    process ends itself."""
+    node stops, its orderly stop has ``SHUTDOWN_GRACE_S`` (then it ends itself, exit code 1), and
+    the middleware's teardown after it ``TEARDOWN_S`` (then it ends with its exit code: the stop
+    that matters is done)."""
     import signal
     rclpy.init(args=argv)
     node = ex = None
     stopped_by: list = []
+    code = 1                                   # until known: what an uncaught exception gives
     try:
         node = make_node()
-        stop = threading.Event()
 
+        # A handler takes no lock (a threading.Event's set() does): it runs between any two bytecodes
+        # of the main thread, which may hold that lock, and a second signal interrupts the first's set()
+        # (the parent-death signal comes in bursts): either deadlocks the node. The loop polls.
         def on_signal(signum, _frame):
             now = time.monotonic()
             if stopped_by and now - stopped_by[0][1] > REPEAT_SIGNAL_S:
@@ -419,23 +443,22 @@ def spin(make_node, argv=None) -> int:
                 return
             if not stopped_by:
                 stopped_by.append((signum, now))
-            stop.set()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, on_signal)
         from rclpy.executors import SingleThreadedExecutor
         ex = SingleThreadedExecutor()          # callbacks only queue work: one thread is enough
         ex.add_node(node)
-        while not stop.is_set() and getattr(node, "exit_code", None) is None and rclpy.ok():
+        while not stopped_by and getattr(node, "exit_code", None) is None and rclpy.ok():
             ex.spin_once(timeout_sec=0.1)
         node.clean_exit = True          # asked to stop, or done: not a crash
-        return int(node.exit_code or 0)
+        code = int(node.exit_code or 0)
     except MotorMindError as e:                # it cannot start: a bad configuration, a port in use
         try:
             print(f"error: {e}", flush=True)
         except (BrokenPipeError, OSError):
             pass
-        return 2
+        code = 2
     except SystemExit as e:
         msg = e.code if isinstance(e.code, str) else ""
         if msg:
@@ -443,10 +466,15 @@ def spin(make_node, argv=None) -> int:
                 print(f"error: {msg}", flush=True)
             except (BrokenPipeError, OSError):
                 pass
-            return 2
-        return int(e.code or 0)
+        code = 2 if msg else int(e.code or 0)
+    except Exception:  # noqa: BLE001 - a crash: said here, before a teardown that could hang
+        try:
+            traceback.print_exc()
+        except (BrokenPipeError, OSError):
+            pass
+        code = 1
     finally:
-        _shutdown_deadline(SHUTDOWN_GRACE_S)
+        deadline = _Deadline(SHUTDOWN_GRACE_S)
         # a launcher that died took the pipe this node printed to: the rest of its output goes to a log
         kept = keep_output(node.get_name()) if node is not None and stopped_by else None
         if ex is not None:
@@ -461,6 +489,12 @@ def spin(make_node, argv=None) -> int:
                     pass
             if stopped_by and kept is None and stopped_by[0][0] == signal.SIGTERM:
                 keep_output(node.get_name(), wait_s=1.0)   # the launcher's last threads may still be ending
+        # the orderly stop is done; the DDS participant's teardown can spin with the GIL held (hard_exit)
+        deadline.cancel()
+        _flush()
+        exit_after(TEARDOWN_S, code & 0xFF)
+        if node is not None:
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+    return code

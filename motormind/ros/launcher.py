@@ -87,7 +87,9 @@ class Launcher:
         self.tmp: Path | None = None
         self.procs = [Proc(sp, self._argv(sp, Path(LAUNCH_DIR))) for sp in self.specs]
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
+        # set by stop() and by the signal handlers, polled by _supervise: a plain flag, as a handler must
+        # take no lock (a threading.Event's set() does, and a second signal during it deadlocks)
+        self._stopping = False
         self.deaths: list[dict] = []
         self.exit_code: int | None = None
 
@@ -152,7 +154,7 @@ class Launcher:
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         if threading.current_thread() is threading.main_thread():
             for s in old:
-                signal.signal(s, lambda *_: self._stopping.set())
+                signal.signal(s, lambda *_: setattr(self, "_stopping", True))
         try:
             with self.prepared():
                 try:
@@ -170,7 +172,7 @@ class Launcher:
 
     def _supervise(self) -> int:
         restart_at: dict = {}
-        while not self._stopping.is_set():
+        while not self._stopping:
             for p in self.procs:
                 if p.popen is None:
                     if p in restart_at and time.monotonic() >= restart_at[p]:
@@ -203,7 +205,7 @@ class Launcher:
         return self.exit_code
 
     def stop(self) -> None:
-        self._stopping.set()
+        self._stopping = True
 
     def shutdown(self) -> None:
         live = [p for p in self.procs if p.popen is not None and p.popen.poll() is None]

@@ -4,7 +4,7 @@ The launcher puts its pid in every node's environment (``MOTORMIND_LAUNCHER_PID`
 process calls ``follow_launcher()`` first thing: from then on the node gets SIGTERM when the
 launcher dies, however it dies (``kill -9`` included), so no node outlives its launch. SIGTERM is
 a node's ordinary stop (``base.spin``): the Controller stops the robot and removes its restart
-marker, and a node whose shutdown hangs ends itself after ``base.SHUTDOWN_GRACE_S``. A node
+marker, and a node whose stop hangs ends itself (``base.SHUTDOWN_GRACE_S``, ``base.TEARDOWN_S``). A node
 whose main thread is stuck in a call, so that its SIGTERM handler never runs, is ended
 ``ORPHAN_EXIT_S`` after the launcher died (``lifeline.exit_when_orphaned``).
 

@@ -141,7 +141,8 @@ def test_kill_9_of_the_launcher_stops_every_node_in_order_and_leaves_no_restart_
         text = {n: f.read_text() if f.exists() else "(no log)" for n, f in logs.items()}
         assert exits.pop(launcher) == -signal.SIGKILL
         # every node ended by itself, in order (exit code 0: not killed, not its 10 s deadline), and said so
-        assert {n: exits.get(q) for n, q in pids.items()} == {n: 0 for n in pids}, text
+        ended = {n: exits.get(q) for n, q in pids.items()}
+        assert ended == {n: 0 for n in pids}, {n: text[n] for n in pids if ended[n] != 0}
         assert not marker.exists(), text               # the Controller stopped in order: the next start is clean
         for n in pids:
             assert f"the launcher (pid {launcher}) is gone: {n} stops" in text[n], text[n]
@@ -154,12 +155,15 @@ def test_kill_9_of_the_launcher_stops_every_node_in_order_and_leaves_no_restart_
         print("".join(lines)[-4000:])
 
 
-def test_a_stop_signal_said_twice_is_one_orderly_stop(tmp_path):
-    """The parent-death signal comes once for each of the launcher's threads as they end: a second
-    SIGTERM right after the first must not cut the orderly stop short (exit code 0, not -SIGTERM)."""
+@pytest.mark.parametrize("how", ["twice", "burst"])
+def test_a_stop_signal_said_again_is_one_orderly_stop(tmp_path, how):
+    """The parent-death signal comes once for each of the launcher's threads as they end,
+    microseconds apart. A SIGTERM said again, 0.3 s later or in a burst that lands while the
+    previous one is being handled, must neither cut the orderly stop short (exit code 0, not
+    -SIGTERM) nor deadlock it (a handler that takes a lock its interrupted self holds)."""
     from motormind.ros.launcher import node_argv
     from motormind.ros.settings import write_with
-    domain = free_domain("twice")
+    domain = free_domain(how)
     script = _script(tmp_path)
     spec = graph.NodeSpec("memory", "memory")
     cfg = write_with(tmp_path / "motormind.yaml", {"brain": {"type": "scripted", "script": str(script)}, "profile": "fake",
@@ -172,11 +176,65 @@ def test_a_stop_signal_said_twice_is_one_orderly_stop(tmp_path):
                          stderr=subprocess.STDOUT, text=True)
     try:
         probe.wait_for("heartbeat", lambda m: m.get("node") == "memory", timeout=90)    # spinning: handlers set
-        p.send_signal(signal.SIGTERM)
-        time.sleep(0.3)                                # the first is being handled: not a test of speed
-        p.send_signal(signal.SIGTERM)
+        if how == "twice":
+            p.send_signal(signal.SIGTERM)
+            time.sleep(0.3)                            # the first is being handled: not a test of speed
+            p.send_signal(signal.SIGTERM)
+        else:
+            end = time.monotonic() + 0.5               # within base.REPEAT_SIGNAL_S: the same stop, said again
+            while time.monotonic() < end and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
         out = p.communicate(timeout=60)[0]
         assert p.returncode == 0, out[-3000:]
+    finally:
+        probe.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+# A memory node whose stop holds the GIL in a native call that never returns, as Fast DDS's participant
+# teardown can (motormind/hard_exit.py): in its DDS teardown, after the orderly stop, or in the orderly
+# stop itself. Its deadlines are shortened to 1 s.
+STUCK = """
+import ctypes, sys
+from motormind.ros import base
+from motormind.ros.nodes import node_class
+base.SHUTDOWN_GRACE_S = base.TEARDOWN_S = 1.0
+where = sys.argv.pop(1)
+class Stuck(node_class("memory")):
+    def close(self):
+        if where == "close":
+            ctypes.PyDLL(None).sleep(120)
+        super().close()
+    def destroy_node(self):
+        print("closed in order", flush=True)
+        ctypes.PyDLL(None).sleep(120)
+sys.exit(base.spin(Stuck))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the native deadline is Linux's")
+@pytest.mark.parametrize("where, code", [("teardown", 0), ("close", 1)])
+def test_a_stop_stuck_with_the_gil_held_still_ends(tmp_path, where, code):
+    """The DDS teardown stuck: the node ends with its own exit code (0), its orderly stop done. The
+    orderly stop stuck: it ends with exit code 1, though no Python thread can run to end it."""
+    from motormind.ros.launcher import node_argv
+    from motormind.ros.settings import write_with
+    domain = free_domain("stuck")
+    cfg = write_with(tmp_path / "motormind.yaml", {"brain": {"type": "scripted", "script": str(_script(tmp_path))},
+                                                   "profile": "fake", "robot": {"type": "fake"}})
+    argv = node_argv(graph.NodeSpec("memory", "memory"), cfg)
+    argv = [argv[0], "-c", STUCK, where, *argv[argv.index("--ros-args"):]]
+    probe = Probe(domain_id=domain, watch=("heartbeat",))
+    p = subprocess.Popen(argv, env={**os.environ, **graph.ros_env(domain)}, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        probe.wait_for("heartbeat", lambda m: m.get("node") == "memory", timeout=90)    # spinning: handlers set
+        p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=60)[0]
+        assert p.returncode == code, out[-3000:]
+        assert ("closed in order" in out) == (where == "teardown"), out[-3000:]
     finally:
         probe.close()
         if p.poll() is None:
