@@ -13,7 +13,8 @@ no interpreter, no Python code, so nothing of the process is left to go wrong fi
 ``union sigval`` argument carries the code; it is passed where ``_exit`` reads its ``int`` (the
 first integer register) on the 64-bit Linux ABIs this is armed on (x86-64, aarch64). Anywhere else
 it falls back to ``alarm(2)`` with SIGALRM's default action: the process still ends at the
-deadline, by SIGALRM rather than with ``code``. Used by ``motormind/ros/base.py`` (``spin``).
+deadline, by SIGALRM rather than with ``code`` (and a process has one alarm: the latest armed
+wins). Used by ``motormind/ros/base.py`` (``spin``) and ``motormind/lifeline.py``.
 """
 from __future__ import annotations
 
@@ -83,8 +84,8 @@ def exit_after(seconds: float, code: int) -> HardExit:
     """End this process ``seconds`` from now with exit status ``code`` (0-255), whatever its
     threads are doing, unless ``cancel()`` comes first. The process ends as ``os._exit`` ends it:
     no cleanup, no flush of Python's buffers (flush first what must be seen)."""
-    if not seconds > 0:
-        raise ValueError(f"seconds: {seconds!r} must be > 0")
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"seconds: {seconds!r} must be a finite number > 0")
     if not 0 <= int(code) <= 255:
         raise ValueError(f"code: {code!r} must be an exit status, 0-255")
     lib = _libc()

@@ -48,6 +48,7 @@ def test_a_cancelled_deadline_leaves_the_process_alone():
 
 
 @pytest.mark.parametrize("seconds, code, field", [(0, 0, "seconds"), (-1, 0, "seconds"), (float("nan"), 0, "seconds"),
+                                                  (float("inf"), 0, "seconds"),
                                                   (1, 256, "code"), (1, -1, "code")])
 def test_a_bad_deadline_is_refused_naming_the_field(seconds, code, field):
     with pytest.raises(ValueError, match=f"^{field}: "):
