@@ -30,7 +30,7 @@ from ..hard_exit import exit_after
 from ..mcap_record import dumps
 from ..strict_json import decode_json
 from . import graph
-from .lifeline import keep_output
+from .lifeline import flush_output, keep_output
 from .settings import StackConfig, load_stack
 
 # where the parameters nodes had before one configuration file now live (for the refusal's message)
@@ -406,14 +406,6 @@ class _Deadline:
         self._hard.cancel()
 
 
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-
-
 def spin(make_node, argv=None) -> int:
     """Run one node (``make_node()``: its class, or any factory) until SIGINT/SIGTERM; exit code
     from ``node.exit_code``; 2 when it could not start (its message printed).
@@ -491,7 +483,7 @@ def spin(make_node, argv=None) -> int:
                 keep_output(node.get_name(), wait_s=1.0)   # the launcher's last threads may still be ending
         # the orderly stop is done; the DDS participant's teardown can spin with the GIL held (hard_exit)
         deadline.cancel()
-        _flush()
+        flush_output()
         exit_after(TEARDOWN_S, code & 0xFF)
         if node is not None:
             node.destroy_node()

@@ -75,13 +75,18 @@ def keep_output(name: str, wait_s: float = 0.0, env=None) -> Path | None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     except OSError:
         return None
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+    flush_output()
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
     print(f"the launcher (pid {env.get(ENV)}) is gone: {name} stops; its output continues here", flush=True)
     return path
+
+
+def flush_output() -> None:
+    """Hand what this process has printed to its stdout and stderr now (a pipe that is gone is no error)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
