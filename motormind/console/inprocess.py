@@ -37,9 +37,11 @@ class InProcessRuntime(Runtime):
         self._jog_thread: threading.Thread | None = None
         self._closed = threading.Event()
         self.capture_error = ""
+        self._capture_thread: threading.Thread | None = None
         if frame_hz > 0:       # frames mid-command too (backends serialise observe with their motion)
-            threading.Thread(target=self._capture_loop, args=(1.0 / frame_hz,), name="motormind-console-frames",
-                             daemon=True).start()
+            self._capture_thread = threading.Thread(target=self._capture_loop, args=(1.0 / frame_hz,),
+                                                    name="motormind-console-frames", daemon=True)
+            self._capture_thread.start()
         p = self.profile
         self.view.directions = p.directions
         self.view.set_extra(transport=self.transport, robot={
@@ -101,8 +103,15 @@ class InProcessRuntime(Runtime):
             # a render holds the simulator: never spend more than a quarter of the time on frames
             wait = max(period, 3.0 * (time.monotonic() - t0))
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop taking frames and wait for the console's own threads: a render or a jog still under
+        way when the robot is closed (or the interpreter ends) would run on a closed simulator, or
+        be torn down inside native code (a daemon thread inside OpenCV or MuJoCo at exit aborts the
+        process: "terminate called without an active exception")."""
         self._closed.set()
+        for t in (self._capture_thread, self._jog_thread):
+            if t is not None and t is not threading.current_thread():
+                t.join(timeout_s)
 
     def _on_runner_controller_event(self, kind: str, data: dict) -> None:
         if kind in _RECORDED:

@@ -297,3 +297,30 @@ def test_a_dead_vlm_endpoint_says_what_the_connection_error_was(tmp_path):
     assert ep["outcome"] == "gave_up" and "Connection refused" in ep["reason"], ep["reason"]
     assert any(m.startswith("episode ended: gave_up - the planner failed safe") and "Connection refused" in m
                for m in said), said
+
+
+def test_closing_the_console_waits_for_a_frame_under_way():
+    """close() returns only after the frame thread's render has ended: a frame taken after the
+    robot is closed would read a closed simulator, and a daemon thread left inside native code
+    (OpenCV, MuJoCo) when the interpreter ends aborts the process ("terminate called without an
+    active exception", exit -6, seen once in CI after a console episode that had succeeded)."""
+    from motormind.console.inprocess import InProcessRuntime
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowLook(FakeRobot):
+        def observe(self, images: bool = False):
+            if threading.current_thread().name == "motormind-console-frames":
+                entered.set()
+                release.wait(30)
+            return super().observe(images=images)
+
+    rt = InProcessRuntime(SlowLook(), frame_hz=50)
+    assert entered.wait(30), "the frame thread never looked"
+    closer = threading.Thread(target=rt.close)
+    closer.start()
+    closer.join(0.5)
+    assert closer.is_alive(), "close() returned while a frame was still being taken"
+    release.set()
+    closer.join(30)
+    assert not closer.is_alive()
+    assert "motormind-console-frames" not in [t.name for t in threading.enumerate()]
