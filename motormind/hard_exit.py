@@ -14,18 +14,21 @@ no interpreter, no Python code, so nothing of the process is left to go wrong fi
 first integer register) on the 64-bit Linux ABIs this is armed on (x86-64, aarch64). Anywhere else
 it falls back to ``alarm(2)`` with SIGALRM's default action: the process still ends at the
 deadline, by SIGALRM rather than with ``code`` (and a process has one alarm: the latest armed
-wins). Used by ``motormind/ros/base.py`` (``spin``) and ``motormind/lifeline.py``.
+wins). ``Deadline`` pairs it with a Python timer that says why first. Used by
+``motormind/ros/base.py`` (``spin``) and ``motormind/lifeline.py``.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import math
+import os
 import platform
 import signal
 import sys
 import threading
 
+BACKSTOP_S = 2.0           # a Deadline's native timer fires this long after its Python one
 _SIGEV_THREAD = 2          # asm-generic/siginfo.h
 _CLOCK_MONOTONIC = 1
 
@@ -106,3 +109,25 @@ def exit_after(seconds: float, code: int) -> HardExit:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(max(1, math.ceil(seconds)))
     return HardExit("alarm", lambda: signal.alarm(0))
+
+
+class Deadline:
+    """End this process ``seconds`` from now with exit code 1 unless ``cancel()`` comes first. A
+    Python timer prints ``message`` to stderr and exits; a native one (``exit_after``) ends the
+    process ``BACKSTOP_S`` later without the GIL, should a native call hold it."""
+
+    def __init__(self, seconds: float, message: str):
+        def expire():
+            try:
+                print(message, file=sys.stderr, flush=True)
+            except (OSError, ValueError):
+                pass
+            os._exit(1)
+        self._hard = exit_after(seconds + BACKSTOP_S, 1)
+        self._timer = threading.Timer(seconds, expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+        self._hard.cancel()

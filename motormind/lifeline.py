@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from .hard_exit import exit_after
+from .hard_exit import Deadline
 
 _PR_SET_PDEATHSIG = 1          # linux/prctl.h
 
@@ -45,22 +45,14 @@ def watch_parent(parent: int, sig: int = signal.SIGTERM, period_s: float = 0.5) 
 
 def exit_when_orphaned(parent: int, after_s: float, period_s: float = 0.5) -> threading.Thread:
     """A backstop for a stop that cannot begin: once ``parent`` is no longer this process's parent,
-    a daemon thread waits ``after_s`` and, if the process is still running, ends it (``os._exit(1)``).
-    The parent-death signal asks for an orderly stop, but a Python signal handler runs only between
+    a daemon thread arms a ``hard_exit.Deadline`` that ends the process ``after_s`` later, exit code
+    1. The parent-death signal asks for an orderly stop, but a Python signal handler runs only between
     the main thread's bytecodes: a main thread blocked in a call that does not return never runs it.
     ``after_s`` should exceed the orderly stop's own grace. A native call that holds the GIL starves
-    this thread too: a native timer (``hard_exit``) armed when the parent is seen gone ends the
-    process 2 s after this thread would have."""
+    any Python timer too: the Deadline's native timer then ends the process 2 s later."""
     def watch():
         wait_orphaned(parent, period_s)
-        exit_after(after_s + 2.0, 1)
-        time.sleep(after_s)
-        try:
-            print(f"still running {after_s:g} s after its parent (pid {parent}) ended: exiting now",
-                  file=sys.stderr, flush=True)
-        except (OSError, ValueError):
-            pass
-        os._exit(1)
+        Deadline(after_s, f"still running {after_s:g} s after its parent (pid {parent}) ended: exiting now")
     t = threading.Thread(target=watch, name="motormind-orphan-exit", daemon=True)
     t.start()
     return t

@@ -26,7 +26,7 @@ from std_msgs.msg import Bool, String
 from .. import SCHEMA_VERSION
 from ..brains.base import Brain, BrainReply
 from ..errors import CommandError, ConfigError, MotorMindError
-from ..hard_exit import exit_after
+from ..hard_exit import Deadline, exit_after
 from ..mcap_record import dumps
 from ..strict_json import decode_json
 from . import graph
@@ -384,28 +384,6 @@ TEARDOWN_S = 5.0
 REPEAT_SIGNAL_S = 1.0
 
 
-class _Deadline:
-    """A stop that hangs ends anyway: this matters when no launcher is left to escalate
-    (``lifeline``). A Python timer says so and exits 1; a native one (``hard_exit``) 2 s later does
-    it without the GIL, should a native call hold it."""
-
-    def __init__(self, grace_s: float):
-        def expire():
-            try:
-                print(f"shutdown did not finish within {grace_s:g} s: exiting now", file=sys.stderr, flush=True)
-            except (BrokenPipeError, OSError):
-                pass
-            os._exit(1)
-        self._timer = threading.Timer(grace_s, expire)
-        self._timer.daemon = True
-        self._timer.start()
-        self._hard = exit_after(grace_s + 2.0, 1)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-        self._hard.cancel()
-
-
 def spin(make_node, argv=None) -> int:
     """Run one node (``make_node()``: its class, or any factory) until SIGINT/SIGTERM; exit code
     from ``node.exit_code``; 2 when it could not start (its message printed).
@@ -466,7 +444,7 @@ def spin(make_node, argv=None) -> int:
             pass
         code = 1
     finally:
-        deadline = _Deadline(SHUTDOWN_GRACE_S)
+        deadline = Deadline(SHUTDOWN_GRACE_S, f"shutdown did not finish within {SHUTDOWN_GRACE_S:g} s: exiting now")
         # a launcher that died took the pipe this node printed to: the rest of its output goes to a log
         kept = keep_output(node.get_name()) if node is not None and stopped_by else None
         if ex is not None:
