@@ -30,7 +30,7 @@ from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch
 from .errors import CommandError, ConfigError, RobotFault
 from .geometry import angle_between, axis_angle_to_mat, quat_to_mat, rot_error
 from .results import BATCH_PRECEDENCE, FaultKind, Status
-from .robot import Motion, Observation, Robot
+from .robot import Motion, MotionResult, Observation, Robot
 from .strict_json import check_depth, decode_json, show, writable
 
 
@@ -136,6 +136,8 @@ class Controller:
         self.on_event = on_event or (lambda kind, data: None)
         self._estop = threading.Event()
         self.estop_reason = ""
+        self._estops = 0                       # e-stops so far: one pressed and reset during a command
+        self._last_estop_reason = ""           # still names what stopped it
         self._lock = threading.Lock()          # one batch at a time
         self.current: dict | None = None       # {"batch": Batch, "index": k} while running
         self._go = threading.Event()           # cleared by pause(): hold at the next action boundary
@@ -144,8 +146,13 @@ class Controller:
 
     # -- emergency stop -------------------------------------------------------------------------
     def emergency_stop(self, reason: str = "emergency stop") -> None:
-        """Stop now, mid-command; latched until reset_estop()."""
+        """Stop now, mid-command; latched until reset_estop(). It acts on the motion under way and
+        refuses every batch while latched; once reset, nothing of it is left to cancel a later one
+        (the backend's stop() forgets a stop while idle: the Robot contract, robot.py)."""
+        reason = str(reason or "").strip() or "emergency stop"      # a cancel's reason is never empty
         self.estop_reason = reason
+        self._estops += 1
+        self._last_estop_reason = reason
         self._estop.set()
         try:
             self.robot.stop()
@@ -431,6 +438,7 @@ class Controller:
             return (CommandResult(i, cj, "rejected", f"commands[{i}] at execution: {refused}; nothing was sent",
                                   commanded, self._achieved(obs, obs, r0), self.clock() - t0, 0, motion.to_json()),
                     obs, rot_goal)
+        estops0 = self._estops
         try:
             mres = self.robot.execute(motion, self._estop)
         except RobotFault as e:
@@ -446,7 +454,7 @@ class Controller:
         achieved = self._achieved(obs, end, r0)
         status, reason = "done", mres.note
         if mres.stopped:
-            status, reason = "cancelled", f"emergency stop mid-command ({self.estop_reason})"
+            status, reason = "cancelled", self._stopped_reason(mres, estops0)
         elif motion.kind == "move":
             err_mm = float(np.linalg.norm(np.asarray(end.eef_pos_m) - motion.target_pos_m)) * 1000
             achieved["error_mm"] = round(err_mm, 2)
@@ -479,6 +487,15 @@ class Controller:
             reason = mres.note or "gripper did not reach its target"
         return (CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
                               motion.to_json()), end, rot_goal)
+
+    def _stopped_reason(self, mres: MotionResult, estops0: int) -> str:
+        """What stopped a command the backend reports ``stopped``: never empty."""
+        if self._estop.is_set():
+            return f"emergency stop mid-command ({self.estop_reason})"
+        if self._estops != estops0:            # pressed during this command, reset before it returned
+            return f"emergency stop mid-command ({self._last_estop_reason}; reset since)"
+        return ("stopped mid-command by the robot backend, not by the emergency stop"
+                + (f" ({mres.note})" if mres.note else "") + f" (backend {type(self.robot).__name__})")
 
     def _safe_observe(self, fallback: Observation) -> Observation:
         try:

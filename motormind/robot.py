@@ -94,7 +94,13 @@ class Robot(ABC):
 
     @abstractmethod
     def stop(self) -> None:
-        """Stop motion now (hold position). Must be safe to call from any thread, at any time."""
+        """Stop motion now (hold position). Must be safe to call from any thread, at any time.
+
+        It acts on the motion under way and on nothing later: the ``execute`` running when it is
+        called returns ``stopped=True``; a stop while idle moves nothing and is then forgotten, so
+        the next ``execute`` runs (an execute clears any stop request left from before it began).
+        What must keep a later motion from running is the Controller's latched ``estop`` event,
+        which every ``execute`` checks, never a stop request remembered by the backend."""
 
     def close(self) -> None:
         """Release resources."""

@@ -137,7 +137,7 @@ class LiberoRobot(Robot):
         self.bddl_path, _ = _suites.task_paths(self._suite, self.task_index)
 
         self._lock = threading.RLock()          # serialises every env access (step, render, reads)
-        self._stop_req = threading.Event()      # set by stop(), consumed by one execute
+        self._stop_req = threading.Event()      # set by stop(), for the execute under way only
         self._env = None
         self._fixture_poses: dict[int, dict] = {}    # seed -> fixture body -> (pos, quat), _pin_fixtures
         self._scene_key = None                        # render.scene_key of the current model, on first render
@@ -328,8 +328,9 @@ class LiberoRobot(Robot):
         return np.ascontiguousarray(img[::-1]) if upright else img
 
     def stop(self) -> None:
-        """Thread-safe. The ongoing execute (or, if idle, the next one) returns ``stopped=True`` at
-        the next control step. Between env steps the simulation is frozen, so the pose is held."""
+        """Thread-safe. The ongoing execute returns ``stopped=True`` at the next control step; a stop
+        while idle is forgotten (the Robot contract, motormind/robot.py: it acts on the motion under
+        way, never on a later one). Between env steps the simulation is frozen, so the pose is held."""
         self._stop_req.set()
 
     def close(self) -> None:
@@ -372,6 +373,7 @@ class LiberoRobot(Robot):
         r_tgt = self.to_world_rot(motion.target_rot)
         if not (np.all(np.isfinite(p_tgt)) and np.all(np.isfinite(r_tgt))):
             raise RobotFault("non-finite motion target", kind="bad_motion")
+        self._stop_req.clear()        # a stop() before this motion began halted nothing of it (robot.py)
         try:
             if kind in ("move", "rotate"):
                 return self._exec_pose(motion, p_tgt, r_tgt, estop)

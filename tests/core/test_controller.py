@@ -181,6 +181,44 @@ def test_estop_mid_command_stops_motion_and_latches(fake_robot):
     assert c.run(B(mv("left", 5))).status == "done"
 
 
+def test_an_estop_while_idle_cancels_nothing_after_reset(fake_robot):
+    """Issue 31: an e-stop pressed while no batch ran, then reset, must not cancel the next batch."""
+    c = Controller(fake_robot)
+    c.emergency_stop("operator e-stop (idle)")
+    c.reset_estop()
+    rep = c.run(B(mv("up", 20)))
+    assert rep.status == "done" and not rep.estop, rep.to_json()
+
+
+@pytest.mark.parametrize("when", ["backend", "estop_reset_mid_command", "empty_reason"])
+def test_a_stopped_command_always_says_what_stopped_it(fake_robot, when):
+    """A cancel's reason is never empty: the e-stop (latched, or pressed and reset during the
+    command), or the backend itself (a stop() from elsewhere), named."""
+    c = Controller(fake_robot)
+    n = []
+
+    def hook(robot):
+        n.append(1)
+        if len(n) != 3:
+            return
+        if when == "backend":
+            robot.stop()                                  # not the Controller's e-stop
+        elif when == "estop_reset_mid_command":
+            c.emergency_stop("operator pressed stop")
+            c.reset_estop()
+        else:
+            c.emergency_stop("")
+    fake_robot.step_hook = hook
+    rep = c.run(B(mv("forward", 80)))
+    r = rep.results[0]
+    assert r.status == "cancelled" and not r.reason.endswith("()"), r.reason
+    expect = {"backend": "stopped mid-command by the robot backend, not by the emergency stop (stopped) "
+                         "(backend FakeRobot)",
+              "estop_reset_mid_command": "emergency stop mid-command (operator pressed stop; reset since)",
+              "empty_reason": "emergency stop mid-command (emergency stop)"}[when]
+    assert r.reason == expect
+
+
 def test_estop_from_another_thread(fake_profile):
     robot = FakeRobot(fake_profile, realtime=True)
     c = Controller(robot)

@@ -9,7 +9,8 @@ through the registry as every entry point builds it (motormind/registry.py ROBOT
 The contract: observe in SI with a unit quaternion and a gripper fraction in 0..1, images only when
 asked (upright HxWx3 uint8, one per camera); a batch through the Controller moves what it reports
 (achieved within the profile's tolerance of commanded); an emergency stop set before a motion moves
-nothing; stop() is safe from another thread; close() releases."""
+nothing; stop() is safe from another thread and acts on the motion under way only (a stop while idle
+leaves the next execute alone); close() releases."""
 from __future__ import annotations
 
 import threading
@@ -96,6 +97,13 @@ def exercise(robot, profile) -> list:
     t.join(10)
     assert not t.is_alive()
     robot.stop()
+
+    idle = robot.observe()                         # stop() acts on the motion under way, never on a later one:
+    up = idle.eef_pos_m + np.array([0.0, 0.0, 0.01])    # the stops above, while idle, leave this move alone
+    res = robot.execute(Motion("move", up, quat_to_mat(idle.eef_quat_xyzw), max_steps=200), threading.Event())
+    assert not res.stopped, res
+    moved = robot.observe().eef_pos_m - idle.eef_pos_m
+    assert moved[2] * 1000 > 10 - max(tol, profile.tolerances.continue_mm), moved
     out = rep.to_json()
     out.pop("duration_s")
     for r in out["results"]:
