@@ -15,7 +15,11 @@ is a 400 and the connection closes; chunked bodies are decoded; a body cut short
 hang-up is never handed to a handler whole (``read_body`` raises ``Disconnected``). What is added
 here, because uvicorn leaves it open: a connection must send a whole request head within
 ``head_timeout_s`` (an idle or trickling connection is closed; uvicorn itself times out only idle
-keep-alive connections), and a body must arrive within ``body_timeout_s`` (else 408).
+keep-alive connections), and a body must arrive within ``body_timeout_s`` (else 408). And two
+framing rules h11 leaves to its user: a request with both Content-Length and Transfer-Encoding is a
+400 and the connection closes (RFC 9112 section 6.3: the two lengths of a request-smuggling
+attempt), and a request gets exactly one answer (a body that goes bad after the app answered, or
+while it answers, closes the connection; it never starts a second, racing 400).
 Times in seconds, sizes in bytes.
 """
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any, Callable
 
 import h11
 import uvicorn
+from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
 from starlette.requests import ClientDisconnect, Request
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -208,13 +213,62 @@ def decode_body(raw: bytes, what: str = "body", max_chars: int = MAX_CHARS) -> A
 
 
 # -- the server ---------------------------------------------------------------------------------
+def framing_issue(headers) -> str:
+    """Why a request head's framing is refused ("" when it is not): both Content-Length and
+    Transfer-Encoding (RFC 9112 section 6.3; h11 would read the body as chunked and go on, and a
+    front end that read the Content-Length would see a different request: request smuggling).
+    ``headers``: (name, value) byte pairs, names lower-case (h11's)."""
+    names = {bytes(k).lower() for k, _ in headers}
+    if b"content-length" in names and b"transfer-encoding" in names:
+        return ("transfer-encoding: a request with both Content-Length and Transfer-Encoding is refused "
+                "(RFC 9112 section 6.3); send one of them")
+    return ""
+
+
+class _Connection(h11.Connection):
+    """h11's server connection with ``framing_issue`` checked on every request head: a refused head
+    is a RemoteProtocolError, which uvicorn answers with a 400 and a closed connection."""
+
+    refusal = ""
+
+    def next_event(self):  # noqa: D102 - h11's
+        event = super().next_event()
+        if isinstance(event, h11.Request):
+            why = framing_issue(event.headers)
+            if why:
+                self.refusal = why
+                raise h11.RemoteProtocolError(why, 400)
+        return event
+
+
 class _Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request head (``head_timeout_s`` from the
-    connection's start or the previous answer): a connection that sends nothing, or its head a
-    byte at a time, is closed instead of being held open for ever."""
+    """uvicorn's h11 protocol with
+
+    * a deadline for each request head (``head_timeout_s`` from the connection's start or the
+      previous answer): a connection that sends nothing, or its head a byte at a time, is closed
+      instead of being held open for ever;
+    * the framing rule of ``framing_issue`` (a 400 naming it, and the connection closed);
+    * one answer per request: uvicorn's own 400 for a request h11 cannot parse (a malformed chunk)
+      is sent only when the app has not begun an answer, and then the app's answer, if it comes, is
+      dropped; else the connection is closed (two 400s raced: the loser's h11 LocalProtocolError
+      was logged as an ASGI traceback)."""
 
     head_timeout_s = 10.0
     _head_timer = None
+
+    def __init__(self, config, *args, **kwargs) -> None:
+        super().__init__(config, *args, **kwargs)
+        self.conn = _Connection(h11.SERVER, config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE)
+
+    def send_400_response(self, msg: str) -> None:  # noqa: D102 - uvicorn's
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True        # the request is void: the app reads a disconnect, its answer is dropped
+            cycle.message_event.set()
+        if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            super().send_400_response(self.conn.refusal or msg)
+        elif not self.transport.is_closing():
+            self.transport.close()           # an answer is already on the wire: it is the only one
 
     def _arm(self) -> None:
         if self._head_timer is not None:

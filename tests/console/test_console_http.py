@@ -111,6 +111,20 @@ def test_a_chunked_body_is_read_whole(srv):
     assert srv.runtime.desk.instructions == ["lift the tool"]
 
 
+def test_the_request_smuggling_shapes_are_answered_once_and_act_on_nothing(srv, caplog):
+    """Both Content-Length and Transfer-Encoding: 400, closed (RFC 9112 section 6.3); a malformed
+    chunk in a request without the token: one 400, no ASGI traceback (motormind/webserver.py;
+    tests/core/test_webserver.py has the cases on the bare stack)."""
+    caplog.set_level("ERROR")
+    resp, _ = exchange(srv, head(srv, extra=b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"))
+    assert status(resp) == 400 and resp.count(b"HTTP/1.1 ") == 1 and not resp.endswith(b"<open>"), resp
+    resp, _ = exchange(srv, head(srv, token=False, extra=b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"))
+    assert status(resp) == 400 and resp.count(b"HTTP/1.1 ") == 1 and not resp.endswith(b"<open>"), resp
+    time.sleep(0.3)                                # the refused request's handler has run (its log, if any, written)
+    assert not srv.runtime.desk.paused and not any(e["ok"] for e in recorded(srv))   # refusals only
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
 def test_a_body_over_the_limit_is_refused_413_declared_or_chunked(srv):
     resp, _ = exchange(srv, head(srv, extra=b"Content-Length: 70000\r\n\r\n"))
     assert status(resp) == 413 and "exceed the limit of 65536" in body_of(resp)["error"]
