@@ -67,13 +67,15 @@ def register(sub) -> None:
     from .interference import SHIFT_M
     p = sub.add_parser("eval", help="evaluate on LIBERO-PRO suites: parallel, resumable, with reports",
                        description=__doc__)
-    p.add_argument("--suites", nargs="+", default=["libero_spatial"],
-                   help="suite names; 'base' = the four base suites, 'pro' = their _lan/_object/_swap/_task variants")
+    p.add_argument("--suites", nargs="+", default=None,
+                   help="suite names (default: libero_spatial; with --backend fake its one suite, fake); 'base' = "
+                        "the four base suites, 'pro' = their _lan/_object/_swap/_task variants")
     p.add_argument("--tasks", default="0-9")
     p.add_argument("--inits", default="0-4", help="init states, e.g. 0-49")
     p.add_argument("--seeds", default="0")
-    p.add_argument("--brain", default="oracle",
-                   help="oracle (privileged), noisy (the oracle with --noise, default seed_calibrated), openai")
+    p.add_argument("--brain", default=None,
+                   help="oracle (privileged; the default), noisy (the oracle with --noise, default seed_calibrated), "
+                        "openai; with --backend fake: scripted (the default) or openai")
     p.add_argument("--ablations", nargs="+", default=["full"],
                    help="full no_replan no_planner no_monitor no_verifier no_memory")
     p.add_argument("--noise", default=None,
@@ -116,11 +118,12 @@ def register(sub) -> None:
 
 def main(a) -> int:
     from ..evaluate import pool
-    from ..evaluate.jobs import ABLATIONS, grid
+    from ..evaluate.checks import check_grid
+    from ..evaluate.jobs import ABLATIONS, BRAINS, DEFAULT_SUITE, grid
     from ..evaluate.report import write_reports
     from ..evaluate.store import ResultStore
     suites = []
-    for s in a.suites:
+    for s in a.suites or [DEFAULT_SUITE[a.backend]]:
         if s == "base":
             suites += BASE_SUITES
         elif s == "pro":
@@ -136,6 +139,10 @@ def main(a) -> int:
     suites, tasks, inits, seeds = (_unique(v, name) for v, name in ((suites, "--suites"), (tasks, "--tasks"),
                                                                      (inits, "--inits"), (seeds, "--seeds")))
     a.ablations = _unique(a.ablations, "--ablations")
+    a.brain = a.brain or BRAINS[a.backend][0]
+    if a.brain not in BRAINS[a.backend]:         # a row names the brain that ran: none runs in another's name
+        raise ConfigError(f"--brain: {a.brain!r} does not run on the {a.backend} backend (it runs: "
+                          f"{', '.join(BRAINS[a.backend])})")
     if a.brain == "noisy":                       # the oracle inside the noisy brain
         a.brain, a.noise = "oracle", a.noise or "seed_calibrated"
     a.interference = _unique(a.interference, "--interference")
@@ -143,12 +150,13 @@ def main(a) -> int:
         raise ConfigError(f"--interference: needs --backend libero (the {a.backend} backend has no scene to disturb), "
                           f"got {' '.join(a.interference)}")
     noise = _noise(a.noise)
+    if noise and a.backend != "libero":
+        raise ConfigError(f"--noise: needs --backend libero (the {a.backend} backend's brains have no noisy "
+                          f"variant), got {a.noise}")
     _check_concurrency(a)
-    if a.backend == "libero":                    # every suite, task and init state exists, before any runs
-        from ..evaluate.checks import check_suite
-        notes = [note for s in suites for note in check_suite(s, tasks, inits)]
-        for note in notes:
-            print(f"[eval] {note}", file=sys.stderr)
+    # every suite, task and init state exists on the backend, before any episode runs
+    for note in check_grid(a.backend, suites, tasks, inits):
+        print(f"[eval] {note}", file=sys.stderr)
     out = Path(a.out or f"runs/eval-{time.strftime('%Y%m%d-%H%M%S')}")
     store = ResultStore(out)
     jobs = grid(suites, tasks, inits, seeds, a.brain, a.ablations, noise, max_steps=a.max_steps,

@@ -14,6 +14,14 @@ from .interference import SHIFT_M
 
 ABLATIONS = ("full", *(f"no_{s}" for s in _SWITCHES))     # full, no_replan, no_planner, no_monitor, ...
 
+# the backends an evaluation runs on: the brains each runs (the first is the default; a row's
+# ``brain`` is the brain that ran) and the suite it runs when none is named
+BRAINS = {"libero": ("oracle", "noisy", "openai"), "fake": ("scripted", "openai")}
+DEFAULT_SUITE = {"libero": "libero_spatial", "fake": "fake"}
+# the kinematic fake's suites: name -> (tasks, init states of each task). A task, an init state
+# and a seed pick the fake's reach (_run_fake); anything outside these is refused (checks.check_grid)
+FAKE_SUITES = {"fake": (10, 50)}
+
 
 @dataclass(frozen=True)
 class Job:
@@ -114,6 +122,7 @@ def _row(job: Job, s: dict, wall: float) -> dict:
             "episode_s": round(float(s["wall_s"]), 3), "job_s": round(wall, 3),
             "overhead_s": round(max(0.0, float(s["wall_s"]) - vlm_s - motion_s), 3),
             "brain_label": s.get("brain"), "privileged": bool(s.get("privileged")),
+            "answered_by": s.get("answered_by"),
             "instruction": s.get("instruction", ""), "simulator": s.get("simulator", {}),
             "run_dir": s.get("run_dir", ""), "pid": os.getpid(), "slot": threading.current_thread().name,
             **_interference_cols(s.get("interference"))}
@@ -143,6 +152,7 @@ def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
     import random
 
     from ..brains.scripted import ScriptedBrain
+    from ..errors import ConfigError
     from ..profile import load_profile
     from ..record import Recorder
     from ..registry import BrainConfig, build_brain, build_robot, robot_config
@@ -159,6 +169,9 @@ def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
     x0 = float(robot.pos[0])
     rec = Recorder(run_dir)
     cfg = config_for(job)
+    if job.brain not in BRAINS["fake"]:              # eval's check_grid and brain check refuse it first
+        raise ConfigError(f"--brain: {job.brain!r} does not run on the fake backend (it runs: "
+                          f"{', '.join(BRAINS['fake'])})")
     if job.brain == "openai":
         from ..serve.reach import ReachBrain
         instruction = "reach the target point, then close the gripper"
@@ -173,7 +186,7 @@ def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
         fail = job.init_state % 3 == 2           # a deterministic share of failures
         batch = {"commands": [{"op": "move", "direction": "back" if fail else "forward", "distance_mm": dx},
                               {"op": "done"}]}
-        brain = ScriptedBrain({"planner": [plan], "executor": [batch]}, label="scripted")
+        brain = ScriptedBrain({"planner": [plan], "executor": [batch]}, label=job.brain)
         cfg.max_batches = 3
         success_fn = lambda: robot.pos[0] - x0 > dx / 1000 - 0.002  # noqa: E731
     t0 = time.monotonic()
@@ -183,7 +196,7 @@ def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
         brain.close()
         rec.close()
     s = {**res.to_json(), "step_budget": None, "instruction": instruction, "simulator": {"fake": True},
-         "run_dir": run_dir}
+         "run_dir": run_dir, "answered_by": dict(getattr(brain, "answered_by", None) or {}) or None}
     return _row(job, s, time.monotonic() - t0)
 
 

@@ -90,12 +90,31 @@ def cases(tmp, busy, dead, profiles):
         (["eval", "--backend", "fake", "--noise", "seed_calibrated,wrong_region=1.5"],
          "--noise: wrong_region: must be <= 1, got 1.5"),
         (["eval", "--backend", "fake", "--tasks", "3-1"], "--tasks: empty range '3-1' in '3-1'"),
+        # every backend checks the grid the same way: a suite, a task, an init state it does not have is refused
+        # before any episode runs (the fake once ran 50 episodes of --suites nope, 500 of a 10-task suite)
+        (["eval", "--backend", "fake", "--suites", "nope", "--out", tmp / "nope"],
+         "--suites: no suite 'nope' on the fake backend (it has: fake)"),
+        (["eval", "--backend", "fake", "--tasks", "0-99", "--out", tmp / "t99"],
+         "--tasks: [10, 11, ..., 99] (90 values) out of range for 'fake' (0..9)"),
+        (["eval", "--backend", "fake", "--inits", "49-50", "--out", tmp / "i50"],
+         "--inits: [50] out of range for 'fake' task 0 (0..49)"),
+        (["eval", "--tasks", "0-99", "--out", tmp / "l99"],
+         "--tasks: [10, 11, ..., 99] (90 values) out of range for 'libero_spatial' (0..9)"),
+        (["eval", "--suites", "nope", "--out", tmp / "lnope"],
+         "--suites: refusing suite 'nope': suite 'nope' is not registered (registered: "),
+        # a row names the brain that ran: the fake runs no oracle, and no noisy brain
+        (["eval", "--backend", "fake", "--brain", "oracle", "--out", tmp / "bo"],
+         "--brain: 'oracle' does not run on the fake backend (it runs: scripted, openai)"),
+        (["eval", "--brain", "scripted", "--out", tmp / "bs"],
+         "--brain: 'scripted' does not run on the libero backend (it runs: oracle, noisy, openai)"),
+        (["eval", "--backend", "fake", "--noise", "all=0.1", "--out", tmp / "n"],
+         "--noise: needs --backend libero (the fake backend's brains have no noisy variant), got all=0.1"),
         (["eval", "--backend", "fake", "--wall-budget", 0], "argument --wall-budget: 0 s: must be more than 0 s"),
         (["eval", "--backend", "fake", "--concurrency", 0], "argument --concurrency: "),
         (["eval", "--backend", "fake", "--concurrency", 300], "--concurrency: at most 256 episodes at once per worker, got 300"),
         (["eval", "--concurrency", 200, "--workers", 2], "MB an episode in flight and 2000 MB a worker"),
         (["eval", "--backend", "fake", "--max-in-flight", 4],
-         "--max-in-flight: only --brain openai calls an endpoint (this run: --brain oracle)"),
+         "--max-in-flight: only --brain openai calls an endpoint (this run: --brain scripted)"),
         (["eval", "--backend", "fake", "--max-in-flight", 0], "argument --max-in-flight: "),
         (["eval", "--backend", "fake", "--brain", "openai", *dead_vlm],
          f"--vlm: the endpoint http://127.0.0.1:{dead}/v1 is not reachable: cannot connect"),
@@ -138,6 +157,9 @@ def test_repeated_tasks_run_each_episode_once_and_the_progress_counts_them(tmp_p
     assert json.loads((out / "eval.json").read_text())["episodes"] == 2
     assert "--tasks: repeated values dropped (3 given, 2 distinct)" in p.stderr
     assert "[eval] 2 episodes" in p.stderr and "2/2" in p.stderr
+    # the rows and the report name the brain that ran: the fake's scripted brain (rows once said "oracle")
+    assert {r["brain"] for r in rows} == {r["brain_label"] for r in rows} == {"scripted"}
+    assert "brain(s): scripted." in p.stdout and all(r["suite"] == "fake" for r in rows)
 
 
 def test_the_help_of_motormind_and_of_every_command_renders():
