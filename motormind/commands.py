@@ -20,6 +20,7 @@ workspace box, the orientation bound) are the Controller's.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -32,6 +33,14 @@ from .strict_json import check_depth, decode_json, finite_number, show
 
 NOTE_MAX_CHARS = 500         # a done command's note
 ID_MAX_CHARS = 64            # batch_id, subgoal_id, source
+# An id (a batch's, a subgoal's, a cancel's batch id: every id of a JSON payload) is a short token of a
+# safe alphabet: it is echoed into prompts and logs, so a newline, a quote or a control character in one
+# could read as prompt structure. ID_PATTERN is what the schemas shown to a model say (anchored, as JSON
+# Schema's ``pattern`` wants); ``check_id`` is the one check, refusing anything else naming the rule.
+ID_ALPHABET = "A-Z a-z 0-9 _ . : -"
+ID_PATTERN = f"^[A-Za-z0-9_.:-]{{1,{ID_MAX_CHARS}}}$"
+ID_RULE = f"1 to {ID_MAX_CHARS} characters of {ID_ALPHABET}"
+_ID_RE = re.compile(ID_PATTERN[1:-1])
 RATIONALE_MAX_CHARS = 2000   # the Executor's rationale beside its commands
 VECTOR_ELEMENT_MAX = 1e4     # |element| of an explicit move vector (a direction: only its sense counts)
 BATCH_FIELDS = ("schema_version", "batch_id", "subgoal_id", "commands", "source", "rationale")
@@ -319,19 +328,34 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
     return Done(note)
 
 
+def is_id(value: Any) -> bool:
+    """``value`` is an id: a string of ``ID_RULE`` (``ID_PATTERN``)."""
+    return isinstance(value, str) and _ID_RE.fullmatch(value) is not None
+
+
+def check_id(value: Any, field: str) -> str:
+    """``value`` as an id (an integer is taken as its digits), else a CommandError naming ``field``
+    and the rule (the value shown escaped: never echoed raw)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > 4 * ID_MAX_CHARS:
+            raise CommandError(f"{field}: longer than {ID_MAX_CHARS} characters ({ID_RULE})", field)
+        value = str(value)
+    if is_id(value):
+        return value
+    if not isinstance(value, str):
+        raise CommandError(f"{field}: must be a string of {ID_RULE}, got {show(value)}", field)
+    if len(value) > ID_MAX_CHARS:
+        raise CommandError(f"{field}: {len(value)} characters exceed the limit of {ID_MAX_CHARS} ({ID_RULE})", field)
+    raise CommandError(f"{field}: must be {ID_RULE} (an id, echoed into prompts), got {show(value)}", field)
+
+
 def _id(obj: dict, key: str, required: bool) -> str:
     v = obj.get(key)
     if v is None:
         if required:
             raise CommandError(f"{key}: missing", key)
         return ""
-    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 4 * ID_MAX_CHARS:
-        raise CommandError(f"{key}: longer than {ID_MAX_CHARS} characters", key)
-    if not isinstance(v, (str, int)) or isinstance(v, bool) or not str(v).strip():
-        raise CommandError(f"{key}: must be a non-empty string, got {show(v)}", key)
-    if len(str(v)) > ID_MAX_CHARS:
-        raise CommandError(f"{key}: {len(str(v))} characters exceed the limit of {ID_MAX_CHARS}", key)
-    return str(v)
+    return check_id(v, key)
 
 
 def _text(obj: dict, key: str, limit: int) -> str:

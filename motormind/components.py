@@ -31,6 +31,7 @@ from . import SCHEMA_VERSION
 from .episode.book import unfit_reason
 from .episode.config import EpisodeConfig
 from .results import Status
+from .roles.base import quote_id, quote_text
 from .roles.planner import Subgoal
 from .roles.verifier import Verdict
 from .views import describe as describe_views
@@ -42,18 +43,22 @@ def _noop(*_a, **_k) -> None:
 
 
 def brief_report(rep: dict | None) -> str:
-    """A report as the Executor and Verifier read it (``rep``: ``Report.to_json()``)."""
+    """A report as the Executor and Verifier read it (``rep``: ``Report.to_json()``). What it echoes
+    (the batch id, statuses, reasons: a cancel's or an operator's text among them) is quoted as data
+    where it is not a token (``roles.base.quote_id``, ``quote_text``): the report's lines are the only
+    lines it makes."""
     if rep is None:
         return "none yet (this is the first batch)"
     d = rep.to_json() if hasattr(rep, "to_json") else rep
-    lines = [f"batch {d['batch_id']} status={d['status']}" + (f" reason: {d['reason']}" if d["reason"] else "")]
+    lines = [f"batch {quote_id(d['batch_id'])} status={quote_id(d['status'])}"
+             + (f" reason: {quote_text(d['reason'])}" if d["reason"] else "")]
+    js = lambda v: json.dumps(v, default=str)  # noqa: E731
     for r in d["results"]:
-        c = r["command"]
-        lines.append(f"  [{r['index']}] {json.dumps(c)} -> {r['status']}"
-                     + (f" commanded={r['commanded']}" if r["commanded"] else "")
-                     + (f" achieved={ {k: v for k, v in r['achieved'].items() if k != 'rotation_vector_deg'} }"
-                        if r["achieved"] else "")
-                     + (f" ({r['reason']})" if r["reason"] else ""))
+        achieved = {k: v for k, v in (r["achieved"] or {}).items() if k != "rotation_vector_deg"}
+        lines.append(f"  [{js(r['index'])}] {js(r['command'])} -> {quote_id(r['status'])}"
+                     + (f" commanded={js(r['commanded'])}" if r["commanded"] else "")
+                     + (f" achieved={js(achieved)}" if r["achieved"] else "")
+                     + (f" ({quote_text(r['reason'])})" if r["reason"] else ""))
     return "\n".join(lines)
 
 

@@ -3,18 +3,21 @@
 The same schemas go to servers that support structured output (``response_format``); every
 answer, from any brain, is checked here before anything acts on it. The validator covers the
 JSON-Schema subset the schemas use: type, properties, required, additionalProperties, enum,
-items, minItems, maxItems, minimum, maximum, maxLength.
+items, minItems, maxItems, minimum, maximum, maxLength, and pattern (anchored at both ends,
+``^...$``, matched against the whole string). Every id a model writes is ``commands.ID_PATTERN``.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from .commands import ID_MAX_CHARS, RATIONALE_MAX_CHARS
+from .commands import ID_MAX_CHARS, ID_PATTERN, ID_RULE, RATIONALE_MAX_CHARS
 from .errors import ResponseError
 from .strict_json import finite_number, show
 from .vocabulary import command_schema
 
 _SRC = {"type": "string", "maxLength": ID_MAX_CHARS}          # an optional label, e.g. "oracle"
+_ID = {"type": "string", "pattern": ID_PATTERN}                # an id (commands.ID_RULE)
 
 PLANNER = {
     "type": "object", "additionalProperties": False,
@@ -25,7 +28,7 @@ PLANNER = {
         "subgoals": {"type": "array", "minItems": 1, "maxItems": 12, "items": {
             "type": "object", "additionalProperties": False,
             "required": ["id", "description", "success_criterion"],
-            "properties": {"id": {"type": "string", "maxLength": 32},
+            "properties": {"id": _ID,
                            "description": {"type": "string", "maxLength": 500},
                            "success_criterion": {"type": "string", "maxLength": 500}}}},
     },
@@ -38,8 +41,8 @@ EXECUTOR = {
     "required": ["commands"],
     "properties": {
         "schema_version": {"type": "integer"}, "source": _SRC,
-        "batch_id": {"type": "string", "maxLength": ID_MAX_CHARS},
-        "subgoal_id": {"type": "string", "maxLength": ID_MAX_CHARS},
+        "batch_id": _ID,
+        "subgoal_id": _ID,
         "rationale": {"type": "string", "maxLength": RATIONALE_MAX_CHARS},
         "commands": {"type": "array", "minItems": 1, "items": _COMMAND},
     },
@@ -109,6 +112,14 @@ CHECK_SCHEMAS = {"probe": PROBE, "point": POINT}
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
 
 
+def _matches(pattern: str, value: str) -> bool:
+    """JSON Schema's ``pattern`` for the anchored patterns used here: ``^...$`` must match the whole
+    string (Python's ``$`` would also accept a trailing newline, so the anchors are fullmatch)."""
+    if not (pattern.startswith("^") and pattern.endswith("$")):
+        raise ValueError(f"schema pattern {pattern!r}: only patterns anchored at both ends (^...$) are supported")
+    return re.fullmatch(pattern[1:-1], value) is not None
+
+
 def validate(value: Any, schema: dict, path: str = "$") -> None:
     """Raise ResponseError naming the JSON path and the rule broken (and nothing else, for any value)."""
     t = schema.get("type")
@@ -124,6 +135,9 @@ def validate(value: Any, schema: dict, path: str = "$") -> None:
         raise ResponseError(f"{path}: must be one of {schema['enum']}, got {show(value)}")
     if isinstance(value, str) and "maxLength" in schema and len(value) > schema["maxLength"]:
         raise ResponseError(f"{path}: {len(value)} characters exceed the limit of {schema['maxLength']}")
+    if isinstance(value, str) and "pattern" in schema and not _matches(schema["pattern"], value):
+        rule = ID_RULE if schema["pattern"] == ID_PATTERN else f"the pattern {schema['pattern']}"
+        raise ResponseError(f"{path}: must be {rule}, got {show(value)}")
     if t == "number" or t == "integer":
         if "minimum" in schema and value < schema["minimum"]:
             raise ResponseError(f"{path}: {value:g} is below the minimum {schema['minimum']}")

@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 
 from ..errors import ResponseError
-from .base import Role, RoleResult
+from .base import Role, RoleResult, quote_text
 
 
 @dataclass(frozen=True)
@@ -19,8 +19,9 @@ class Planner(Role):
     name = prompt_name = "planner"
 
     def plan(self, ctx: dict, images: dict, replan_reason: str = "") -> tuple[list[Subgoal] | None, RoleResult]:
-        replan = (f"This is a REPLAN. The previous plan failed: {replan_reason}\n"
-                  f"Previous plan: {json.dumps(ctx.get('plan', []))}\n") if replan_reason else ""
+        prev = ctx.get("plan", [])       # Context.base gives it as JSON text already (was written twice)
+        replan = (f"This is a REPLAN. The previous plan failed: {quote_text(replan_reason)}\n"
+                  f"Previous plan: {prev if isinstance(prev, str) else json.dumps(prev)}\n") if replan_reason else ""
         values = {**ctx, "replan": replan, "image_names": ", ".join(images) or "none"}
 
         def unique_ids(v):

@@ -27,7 +27,8 @@ from std_srvs.srv import Trigger
 
 from .. import SCHEMA_VERSION
 from ..controller import CancelToken, Controller, Report
-from ..errors import ConfigError
+from ..commands import check_id
+from ..errors import CommandError, ConfigError
 from ..mcap_record import image_msg, joint_state_msg, pose_msg
 from ..registry import build_robot
 from ..results import FaultKind
@@ -151,7 +152,13 @@ class ControllerNode(MotorMindNode):
         every batch the Controller holds when the cancel arrives, the running one and the queued
         ones alike (a stop of "what you are doing" must not let the next queued batch start
         moving); a batch that arrives later is not affected (docs/ros2.md, "cancel")."""
-        bid = str(msg.get("batch_id", "") or "")
+        bid = msg.get("batch_id", "") or ""
+        if bid not in ("", "*"):
+            try:
+                bid = check_id(bid, "cancel.batch_id")      # an id of the safe alphabet, as every batch's is
+            except CommandError as e:
+                self.log(f"dropped a cancel: {str(e)[:300]}")
+                return
         reason = str(msg.get("reason", "") or "cancel requested")
         source = str(msg.get("source", "") or "operator")
         every = bid in ("", "*")
