@@ -47,22 +47,48 @@ def _frozen_vector(a: np.ndarray) -> np.ndarray:
     return a
 
 
+MAX_TCP_OFFSET_MM = 500.0      # a tool longer than this is not a gripper on an xArm6 (reach ~700 mm)
+
+
 @dataclass(frozen=True)
 class Safety:
     """The arm's own safety layer, which the xArm6 backend writes on connect and reads back
-    (robots/xarm6.py): the TCP boundary is the profile's workspace box; these are the rest."""
+    (robots/xarm6.py): the TCP boundary is the profile's workspace box; these are the rest.
+
+    The TCP offset says where the tool centre point is in the flange frame. The arm's fence, the
+    workspace box and every pose the arm reports are about that point, so it is required: a profile
+    that leaves it out would put the fence at the flange, with the fingertips ~170 mm beyond it."""
     fence: bool = True                                   # the TCP boundary is enforced by the arm
     reduced_mode: bool = True                            # the arm's reduced (slow) mode
     reduced_tcp_speed_mm_s: float | None = field(default=None, metadata={"gt": 0})   # its TCP speed cap
     collision_sensitivity: int | None = field(default=None, metadata={"ge": 0, "le": 5})   # 0..5
-    tcp_load_kg: float | None = field(default=None, metadata={"ge": 0})          # the tool's mass
-    tcp_load_com_mm: tuple[float, ...] = (0.0, 0.0, 0.0)                           # its centre of mass, tool frame
+    tcp_load_kg: float | None = field(default=None, metadata={"ge": 0})          # the payload: the tool's mass
+    tcp_load_com_mm: tuple[float, ...] = (0.0, 0.0, 0.0)                           # its centre of mass, flange frame
+    tcp_offset_mm: tuple[float, ...] | None = None        # the TCP in the flange frame: x, y, z (required)
+    tcp_offset_rpy_deg: tuple[float, ...] = (0.0, 0.0, 0.0)  # the TCP frame's roll, pitch, yaw in the flange frame
 
     def __post_init__(self) -> None:
         if len(self.tcp_load_com_mm) != 3:
             raise ConfigError(f"tcp_load_com_mm: must be [x, y, z] mm, got {list(self.tcp_load_com_mm)!r}")
         if self.reduced_mode and self.reduced_tcp_speed_mm_s is None:
             raise ConfigError("reduced_tcp_speed_mm_s: missing (reduced_mode is on: the arm needs its speed cap)")
+        if self.tcp_offset_mm is None:
+            raise ConfigError("tcp_offset_mm: missing (where the tool centre point is in the flange frame, "
+                              "[x, y, z] mm: the fence and the workspace box apply to it; [0, 0, 0] only "
+                              "for a bare flange)")
+        if len(self.tcp_offset_mm) != 3:
+            raise ConfigError(f"tcp_offset_mm: must be [x, y, z] mm, got {list(self.tcp_offset_mm)!r}")
+        if any(abs(v) > MAX_TCP_OFFSET_MM for v in self.tcp_offset_mm):
+            raise ConfigError(f"tcp_offset_mm: each of x, y, z must be within +-{MAX_TCP_OFFSET_MM:g} mm, "
+                              f"got {list(self.tcp_offset_mm)!r}")
+        if len(self.tcp_offset_rpy_deg) != 3 or any(abs(v) > 180 for v in self.tcp_offset_rpy_deg):
+            raise ConfigError("tcp_offset_rpy_deg: must be [roll, pitch, yaw] deg, each within +-180, "
+                              f"got {list(self.tcp_offset_rpy_deg)!r}")
+
+    @property
+    def tcp_offset(self) -> tuple[float, ...]:
+        """The TCP offset as the controller stores it: x, y, z (mm), roll, pitch, yaw (deg)."""
+        return tuple(float(v) for v in (*self.tcp_offset_mm, *self.tcp_offset_rpy_deg))
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import ipaddress
 import logging
 import math
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -104,12 +105,14 @@ class XArm6Robot(Robot):
         stall_timeout_s: a move whose measured pose makes no progress for this long while the
             controller says "moving" is stopped and raises ``kind='stall'``.
         readback_timeout_s: how long to wait for the report stream to show the written settings.
+        show_readback: print the safety read-back (one screen: every setting, expected and read)
+            to stderr on connect; it is logged either way and kept in ``safety_readback``.
     """
 
     def __init__(self, ip: str, profile: RobotProfile | str = "xarm6", *, command_port: int = 502,
                  cameras=None, connect: bool = True, gripper: bool = True, gripper_speed: int = 5000,
                  gripper_pulses_per_mm: float = 10.0, tcp_acc_mm_s2: float = 1000.0,
-                 stall_timeout_s: float = 1.0, readback_timeout_s: float = 2.0):
+                 stall_timeout_s: float = 1.0, readback_timeout_s: float = 2.0, show_readback: bool = True):
         self.ip = check_ipv4(ip)
         self.profile = profile if isinstance(profile, RobotProfile) else load_profile(profile)
         self.command_port = int(command_port)
@@ -122,6 +125,8 @@ class XArm6Robot(Robot):
         self.tcp_acc = float(tcp_acc_mm_s2)
         self.stall_timeout_s = float(stall_timeout_s)
         self.readback_timeout_s = float(readback_timeout_s)
+        self.show_readback = bool(show_readback)
+        self.safety_readback: list[SafetyReading] = []     # the last read-back (verify_safety)
         self._cameras_cfg = cameras
         self.cameras = None
         self._arm = None
@@ -159,8 +164,9 @@ class XArm6Robot(Robot):
     def camera_names(self) -> list[str]:
         return self.cameras.names if self.cameras is not None else []
 
-    def connect(self) -> None:
-        """Connect, bring the arm up, write and verify its safety settings. Raises XArmFault."""
+    def connect(self) -> list["SafetyReading"]:
+        """Connect, bring the arm up, write and verify its safety settings; return the safety
+        read-back (``safety_readback``). Raises XArmFault."""
         XArmAPI, XCONF = _import_sdk()
         if self._arm is not None:
             self._disconnect_quietly()
@@ -186,6 +192,7 @@ class XArm6Robot(Robot):
             raise
         self._fault = None
         log.info("xArm6 at %s ready (firmware %s)", self.ip, arm.version)
+        return self.safety_readback
 
     def _bring_up(self) -> None:
         arm = self._arm
@@ -228,14 +235,17 @@ class XArm6Robot(Robot):
 
     # ============================================================================ safety layer
     def safety_targets(self) -> dict:
-        """What the arm's own safety layer is set to, from the profile (mm, mm/s, kg): its workspace
-        box and its ``safety`` block (checked when the profile loaded: motormind/profile.py)."""
+        """What the arm's own safety layer is set to, from the profile (mm, mm/s, kg, degrees): its
+        workspace box and its ``safety`` block (checked when the profile loaded: motormind/profile.py).
+        ``tcp_offset`` is x, y, z (mm), roll, pitch, yaw (deg): the point the fence, the box and every
+        reported pose are about."""
         ws = self.profile.workspace_mm
         s = self.profile.safety
         if s is None:
             raise ConfigError(f"profile {self.profile.name}: the xArm6 needs a safety block (the arm's own "
                               "safety layer is set from it and read back on connect)")
         out = {
+            "tcp_offset": [float(v) for v in s.tcp_offset],
             # x max, x min, y max, y min, z max, z min: rounded inwards to whole mm
             "boundary": [math.floor(ws["x"][1]), math.ceil(ws["x"][0]), math.floor(ws["y"][1]),
                          math.ceil(ws["y"][0]), math.floor(ws["z"][1]), math.ceil(ws["z"][0])],
@@ -254,6 +264,9 @@ class XArm6Robot(Robot):
         arm = self._arm
         want = self.safety_targets()
         self._safety_expected = want
+        # the TCP first: the boundary written next is about it. wait=False: nothing is queued at
+        # bring-up (set_mode just cleared the queue), and the SDK's wait would add a 0.5 s sleep
+        self._rc(arm.set_tcp_offset(want["tcp_offset"], is_radian=False, wait=False), "set_tcp_offset")
         if "reduced_tcp_speed" in want:
             self._rc(arm.set_reduced_max_tcp_speed(want["reduced_tcp_speed"]), "set_reduced_max_tcp_speed")
         self._rc(arm.set_reduced_tcp_boundary(want["boundary"]), "set_reduced_tcp_boundary")
@@ -268,7 +281,9 @@ class XArm6Robot(Robot):
         self.verify_safety()
 
     def read_safety(self) -> dict:
-        """Read the arm's safety settings back (register 53 and the report stream)."""
+        """Read the arm's safety settings back: register 53 (boundary, reduced mode and its speed
+        cap, fence) and the report stream (collision sensitivity, TCP load, TCP offset: SDK 1.18.4
+        has no register that reads the TCP offset; the report carries it at byte 91)."""
         arm = self._arm
         code, rs = arm.get_reduced_states(is_radian=True)
         self._rc(code, "get_reduced_states")
@@ -276,45 +291,33 @@ class XArm6Robot(Robot):
         return {"reduced_mode": bool(rs[0]), "boundary": [int(v) for v in rs[1]],
                 "reduced_tcp_speed": float(rs[2]), "fence": bool(rs[5]) if len(rs) > 5 else None,
                 "collision_sensitivity": arm.collision_sensitivity,
-                "tcp_load": [float(load[0]), [float(v) for v in load[1]]]}
+                "tcp_load": [float(load[0]), [float(v) for v in load[1]]],
+                "tcp_offset": [float(v) for v in arm.tcp_offset]}          # mm and degrees (is_radian=False)
 
-    def _safety_diffs(self, want: dict, got: dict) -> list[str]:
-        diffs = []
-        if got["boundary"] != want["boundary"]:
-            diffs.append(f"TCP boundary {got['boundary']} != {want['boundary']} (x max, x min, y max, y min, "
-                         "z max, z min; mm)")
-        if got["fence"] is not want["fence"]:
-            diffs.append(f"fence mode {got['fence']} != {want['fence']}")
-        if got["reduced_mode"] is not want["reduced_mode"]:
-            diffs.append(f"reduced mode {got['reduced_mode']} != {want['reduced_mode']}")
-        if "reduced_tcp_speed" in want and abs(got["reduced_tcp_speed"] - want["reduced_tcp_speed"]) > 0.5:
-            diffs.append(f"reduced TCP speed {got['reduced_tcp_speed']:g} != {want['reduced_tcp_speed']:g} mm/s")
-        if "collision_sensitivity" in want and got["collision_sensitivity"] != want["collision_sensitivity"]:
-            diffs.append(f"collision sensitivity {got['collision_sensitivity']} != {want['collision_sensitivity']}")
-        if "tcp_load" in want:
-            gm, gc = got["tcp_load"]
-            wm, wc = want["tcp_load"]
-            if abs(gm - wm) > 0.005 or any(abs(a - b) > 0.5 for a, b in zip(gc, wc)):
-                diffs.append(f"TCP load {gm:g} kg at {gc} mm != {wm:g} kg at {wc} mm")
-        return diffs
-
-    def verify_safety(self) -> dict:
-        """Read back and compare with the profile; raise ``kind='safety_mismatch'`` on a difference.
-        The report-cached values (sensitivity, load) get ``readback_timeout_s`` to catch up."""
+    def verify_safety(self) -> list["SafetyReading"]:
+        """Read back and compare with the profile. Keeps the read-back in ``safety_readback``, logs
+        it as one screen (and prints it to stderr with ``show_readback``), and returns it; raises
+        ``kind='safety_mismatch'`` naming each differing setting with both values. The
+        report-cached values (sensitivity, load, TCP offset) get ``readback_timeout_s`` to catch up."""
         want = self._safety_expected or self.safety_targets()
         deadline = time.monotonic() + self.readback_timeout_s
         while True:
-            got = self.read_safety()
-            diffs = self._safety_diffs(want, got)
-            if not diffs:
-                return got
+            rows = compare_safety(want, self.read_safety())
+            bad = [r for r in rows if not r.ok]
             # register 53 answers fresh; only report-cached values are worth waiting for
-            cached_only = all(d.startswith(("collision sensitivity", "TCP load")) for d in diffs)
-            if not cached_only or time.monotonic() > deadline:
-                raise XArmFault("the arm's safety settings read back differently from profile "
-                                f"{self.profile.name!r}; refusing to run: " + "; ".join(diffs),
-                                kind="safety_mismatch", where="safety read-back")
+            if not bad or not all(r.cached for r in bad) or time.monotonic() > deadline:
+                break
             time.sleep(0.05)
+        self.safety_readback = rows
+        text = format_safety_readback(rows, f"xArm6 {self.ip}, profile {self.profile.name!r}")
+        (log.error if bad else log.info)("%s", text)
+        if self.show_readback:
+            print(text, file=sys.stderr, flush=True)
+        if bad:
+            raise XArmFault("the arm's safety settings read back differently from profile "
+                            f"{self.profile.name!r}; refusing to run: " + "; ".join(r.mismatch() for r in bad),
+                            kind="safety_mismatch", where="safety read-back", readback=rows)
+        return rows
 
     # ============================================================================ helpers
     def _rc(self, rc, where: str, gripper: bool = False) -> None:
@@ -605,7 +608,7 @@ class XArm6Robot(Robot):
         tol = prof.tolerances
         bad = prof.in_workspace(pos_mm)
         if bad:
-            raise XArmFault(f"target outside the workspace box ({'; '.join(bad)} mm); not sent to the arm",
+            raise XArmFault(f"TCP target outside the workspace box ({'; '.join(bad)} mm); not sent to the arm",
                             kind="safety_fence", where="pre-check")
         if not np.all(np.isfinite(pos_mm)) or not np.all(np.isfinite(rot)):
             raise XArmFault("non-finite target; not sent to the arm", kind="config", where="pre-check")
@@ -756,6 +759,98 @@ class XArm6Robot(Robot):
             time.sleep(min(period, left))
 
 
+# ================================================================================ safety read-back
+@dataclass(frozen=True)
+class SafetyReading:
+    """One line of the safety read-back: a setting of the arm's own safety layer, what the profile
+    expects (``expected`` None: the profile leaves it to the arm) and what the arm reports."""
+    setting: str           # "TCP offset"; a mismatch names it
+    unit: str              # "x, y, z mm; roll, pitch, yaw deg"
+    expected: object       # as safety_targets() has it
+    read: object           # as read_safety() has it
+    ok: bool
+    cached: bool = False   # read from the report stream, which may lag a write by one report
+
+    @property
+    def expected_text(self) -> str:
+        return "(not set by the profile)" if self.expected is None else _show(self.setting, self.expected)
+
+    @property
+    def read_text(self) -> str:
+        return _show(self.setting, self.read)
+
+    def mismatch(self) -> str:
+        """``TCP offset: read ..., expected ... (unit)``."""
+        return f"{self.setting}: read {self.read_text}, expected {self.expected_text} ({self.unit})"
+
+
+def _num(v) -> str:
+    return f"{float(v):.1f}".rstrip("0").rstrip(".") if abs(float(v)) >= 0.05 else "0"
+
+
+def _show(setting: str, v) -> str:
+    if v is None:
+        return "(not reported)"
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if setting == "TCP boundary":
+        xmax, xmin, ymax, ymin, zmax, zmin = v
+        return f"x {xmin}..{xmax}, y {ymin}..{ymax}, z {zmin}..{zmax}"
+    if setting == "TCP load":
+        return f"{float(v[0]):g} kg at [{', '.join(_num(c) for c in v[1])}]"
+    if setting == "TCP offset":
+        return f"[{', '.join(_num(c) for c in v[:3])}] rpy [{', '.join(_num(c) for c in v[3:6])}]"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _angle_diff_deg(a: float, b: float) -> float:
+    return abs((float(a) - float(b) + 180.0) % 360.0 - 180.0)
+
+
+def compare_safety(want: dict, got: dict) -> list[SafetyReading]:
+    """Every setting of the arm's safety layer, expected (``XArm6Robot.safety_targets``) against read
+    (``XArm6Robot.read_safety``), in the order of the read-back screen."""
+    rows = [
+        SafetyReading("fence mode", "on/off", want["fence"], got["fence"], got["fence"] is want["fence"]),
+        SafetyReading("TCP boundary", "mm, the TCP's box: workspace_mm rounded inwards", want["boundary"],
+                      got["boundary"], got["boundary"] == want["boundary"]),
+        SafetyReading("reduced mode", "on/off", want["reduced_mode"], got["reduced_mode"],
+                      got["reduced_mode"] is want["reduced_mode"])]
+    w = want.get("reduced_tcp_speed")
+    rows.append(SafetyReading("reduced TCP speed", "mm/s", w, got["reduced_tcp_speed"],
+                              w is None or abs(got["reduced_tcp_speed"] - w) <= 0.5))
+    w = want.get("collision_sensitivity")
+    rows.append(SafetyReading("collision sensitivity", "0..5", w, got["collision_sensitivity"],
+                              w is None or got["collision_sensitivity"] == w, cached=True))
+    w = want.get("tcp_load")
+    g = got["tcp_load"]
+    rows.append(SafetyReading("TCP load", "payload kg at its centre of mass x, y, z mm", w, g,
+                              w is None or (abs(g[0] - w[0]) <= 0.005
+                                            and all(abs(a - b) <= 0.5 for a, b in zip(g[1], w[1]))),
+                              cached=True))
+    w, g = want["tcp_offset"], got["tcp_offset"]
+    rows.append(SafetyReading("TCP offset", "x, y, z mm; roll, pitch, yaw deg; in the flange frame", w, g,
+                              len(g) == 6 and all(abs(a - b) <= 0.1 for a, b in zip(g[:3], w[:3]))
+                              and all(_angle_diff_deg(a, b) <= 0.1 for a, b in zip(g[3:], w[3:])), cached=True))
+    return rows
+
+
+def format_safety_readback(rows: list[SafetyReading], title: str = "xArm6") -> str:
+    """The read-back as one screen: a line per setting with the expected and the read value."""
+    bad = [r for r in rows if not r.ok]
+    verdict = (f"all {len(rows)} settings as expected" if not bad else
+               f"{len(bad)} of {len(rows)} settings DIFFER: refusing to run")
+    out = [f"{title}: safety read-back, {verdict}",
+           f"  {'setting':<22} {'expected':<35} {'read':<35}"]
+    for r in rows:
+        out.append(f"  {r.setting:<22} {r.expected_text:<35} {r.read_text:<35} {'ok' if r.ok else 'DIFFERS'}")
+    out.append("  units: boundary mm (the TCP's box); speed mm/s; load kg at x, y, z mm; "
+               "offset x, y, z mm, rpy deg in the flange frame")
+    return "\n".join(line.rstrip() for line in out)
+
+
 @dataclass
 class XArm6Config:
     """``robot: {type: xarm6, ip: 192.168.1.222, cameras: [front=0]}``: the arm (or its emulator)."""
@@ -785,4 +880,5 @@ class XArm6Config:
                           stall_timeout_s=self.stall_timeout_s)
 
 
-__all__ = ["XArm6Config", "XArm6Robot", "XArmFault", "RobotFault", "check_ipv4", "rpy_to_mat", "mat_to_rpy"]
+__all__ = ["XArm6Config", "XArm6Robot", "XArmFault", "RobotFault", "SafetyReading", "compare_safety",
+           "format_safety_readback", "check_ipv4", "rpy_to_mat", "mat_to_rpy"]

@@ -114,13 +114,15 @@ SDK_CODES = {c: (FaultKind.parse(k, f"SDK_CODES[{c}]"), m) for c, (k, m) in SDK_
 
 class XArmFault(RobotFault):
     """A RobotFault from the xArm6 backend. ``code`` is the controller error code when there is one
-    (e.g. 35), else None; ``sdk_code`` is the SDK return code that revealed it, if any."""
+    (e.g. 35), else None; ``sdk_code`` is the SDK return code that revealed it, if any; ``readback``
+    the safety read-back (robots/xarm6.py SafetyReading rows) of a ``safety_mismatch``."""
 
     def __init__(self, message: str, code=None, kind: str = "controller", sdk_code: int | None = None,
-                 where: str = ""):
+                 where: str = "", readback: list | None = None):
         super().__init__(message, code=code, kind=kind)
         self.sdk_code = sdk_code
         self.where = where
+        self.readback = readback
 
 
 def controller_fault(err: int, where: str = "", sdk_code: int | None = None) -> XArmFault:

@@ -1,7 +1,8 @@
 """Scene configs of the xArm6 rehearsal cell: ``configs/cells/NAME.yaml`` as typed, checked data.
 
 A scene is a table in front of the arm, blocks (free bodies) and target marks (thin pads an outside
-hand can move), the arm's stored controller settings (its TCP offset), the cameras with their
+hand can move), the arm's pose at reset (and, if the scene says, a stored TCP offset other than the
+xarm6 profile's, which the backend writes on connect anyway), the cameras with their
 calibration, and how trials lay the scene out (a seeded area, spacing and yaw range).
 
 Units: metres, kilograms, newtons and degrees in the YAML; everything is in the arm's BASE frame
@@ -92,7 +93,9 @@ class CellConfig:
     table_x_m: tuple                     # the table's extent
     table_y_m: tuple
     initial_pose: tuple                  # TCP x, y, z (mm), roll, pitch, yaw (deg) at reset
-    tcp_offset: tuple                    # the controller's stored TCP offset: x, y, z (mm), r, p, y (deg)
+    tcp_offset: tuple                    # the controller's stored TCP offset at power-on: x, y, z (mm),
+                                         # r, p, y (deg); by default the xarm6 profile's, which the
+                                         # backend writes on connect (configs/robots/xarm6.yaml safety)
     gripper_force_n: float               # the fingers' grip force when they close on something
     blocks: dict                         # name -> Block
     marks: dict                          # name -> Mark
@@ -196,13 +199,20 @@ def _camera(r: _R, name: str, c) -> CameraSpec:
                       size["width"], size["height"], r.num(c.get("fps", 5.0), f"{w}.fps", 0.0, 60.0, strict_lo=True))
 
 
+def profile_tcp_offset(profile: str = "xarm6") -> tuple:
+    """The TCP offset the xArm6 backend writes on connect (the profile's ``safety.tcp_offset_mm`` and
+    ``tcp_offset_rpy_deg``): x, y, z (mm), roll, pitch, yaw (deg). One definition, the profile's."""
+    from motormind.profile import load_profile
+    return load_profile(profile).safety.tcp_offset
+
+
 def cell_from_dict(d, source: str = "cell") -> CellConfig:
     r = _R(source)
     r.mapping(d, "scene", _TOP, _REQUIRED)
     if not isinstance(d["name"], str) or not d["name"].strip():
         r.fail("name", f"must be a non-empty string, got {d['name']!r}")
     t = r.mapping(d["table"], "table", {"top_z_m", "x_m", "y_m"}, ("top_z_m", "x_m", "y_m"))
-    arm = r.mapping(d["arm"], "arm", {"initial_pose", "tcp_offset"}, ("initial_pose", "tcp_offset"))
+    arm = r.mapping(d["arm"], "arm", {"initial_pose", "tcp_offset"}, ("initial_pose",))
     grip = r.mapping(d.get("gripper") or {}, "gripper", {"force_n"})
     blocks = {}
     bd = r.mapping(d["blocks"], "blocks", set(d["blocks"]) if isinstance(d["blocks"], dict) else set())
@@ -253,7 +263,8 @@ def cell_from_dict(d, source: str = "cell") -> CellConfig:
         name=d["name"], description=str(d.get("description", "")), source=source,
         table_top_z_m=r.num(t["top_z_m"], "table.top_z_m"), table_x_m=tx, table_y_m=ty,
         initial_pose=r.vec(arm["initial_pose"], "arm.initial_pose", 6, "numbers x, y, z (mm), roll, pitch, yaw (deg)"),
-        tcp_offset=r.vec(arm["tcp_offset"], "arm.tcp_offset", 6, "numbers x, y, z (mm), roll, pitch, yaw (deg)"),
+        tcp_offset=r.vec(arm["tcp_offset"], "arm.tcp_offset", 6, "numbers x, y, z (mm), roll, pitch, yaw (deg)")
+        if "tcp_offset" in arm else profile_tcp_offset(),
         gripper_force_n=r.num(grip.get("force_n", 25.0), "gripper.force_n", 0.0, 200.0, strict_lo=True),
         blocks=blocks, marks=marks, cameras=cams, layout=layout,
         timestep_s=r.num(phys.get("timestep_s", DEFAULT_TIMESTEP_S), "physics.timestep_s", 0.0002, 0.01),

@@ -3,10 +3,11 @@
 It serves the command port (default 502) and one report port (30002 'rich', or 30001/30003), both
 bound to ``host`` (default 127.0.0.1), and models: the enable/mode/state machine, a motion queue
 integrated by a background thread at the commanded speed (reduced mode caps the TCP speed),
-xArm6 kinematics (numeric IK on the DH parameters: C21 unreachable, C23 joint limit), the
-safety fence (C35), the gripper behind the RS485 tunnel, feedback frames, and fault injection
-driven from Python (``inject_error``, ``inject_collision``, ``inject_stall``, ``drop_connection``,
-``delay_replies``, ``tamper_safety``, gripper faults and objects).
+xArm6 kinematics (numeric IK on the DH parameters: C21 unreachable, C23 joint limit), the stored
+TCP offset (register 35; poses, moves and the fence are the TCP's), the safety fence (C35), the
+gripper behind the RS485 tunnel, feedback frames, and fault injection driven from Python
+(``inject_error``, ``inject_collision``, ``inject_stall``, ``drop_connection``, ``delay_replies``,
+``tamper_safety``, gripper faults and objects).
 
 Ports. The SDK connects to ``XCONF.SocketConf.TCP_CONTROL_PORT`` (502) and to 30002 on the same
 address. 502 needs root or CAP_NET_BIND_SERVICE; without them, serve any high port and make the
@@ -142,8 +143,10 @@ class XArmEmulator:
         self.port: int | None = None
         self.report_port: int | None = None
         # --- arm state ---
-        # the stored TCP offset (mm, rad, as on the wire): poses, moves and IK are the TCP's, as on
-        # the real controller; zero (the default) makes the TCP the flange
+        # the stored TCP offset (mm, rad, as on the wire; ``tcp_offset`` is given in mm and degrees):
+        # poses, moves, IK and the fence are the TCP's, as on the real controller. Register 35 sets
+        # it (SDK set_tcp_offset); the report stream carries it (byte 91: the SDK's tcp_offset; SDK
+        # 1.18.4 has no register that reads it). Zero (the default, a fresh controller): the flange
         ox, oy, oz, orr, op, oyw = (float(v) for v in tcp_offset)
         self.tcp_offset = [ox, oy, oz, math.radians(orr), math.radians(op), math.radians(oyw)]
         self._tool = kin.tool_transform(self.tcp_offset)
@@ -374,7 +377,7 @@ class XArmEmulator:
             "state": self.state, "mode": self.mode, "cmdnum": self._cmdnum_locked(),
             "joints": [float(v) for v in self._joints_locked()] + [0.0], "pose": self._pose_locked(),
             "enabled": self.enabled, "error": self.error, "warn": self.warn,
-            "tcp_offset": list(self.tcp_offset),
+            "tcp_offset": self._tampered_offset_locked(tam) if "tcp_offset" in tam else list(self.tcp_offset),
             "tcp_load": list(tam.get("tcp_load", self.tcp_load)),
             "collision_sensitivity": int(tam.get("collision_sensitivity", self.collision_sensitivity)),
             "teach_sensitivity": self.teach_sensitivity, "version_text": self.version.split(",")[-1],
@@ -387,6 +390,11 @@ class XArmEmulator:
             "reduced_joint_ranges": list(self.reduced_joint_ranges),
             "collision_rebound": self.collision_rebound,
         }
+
+    @staticmethod
+    def _tampered_offset_locked(tam: dict) -> list[float]:
+        x, y, z, r, p, yw = (float(v) for v in tam["tcp_offset"])         # given in mm and degrees
+        return [x, y, z, math.radians(r), math.radians(p), math.radians(yw)]
 
     def _fault_locked(self, code: int) -> None:
         """Controller error: stop at once, drop the queue, state 4."""
@@ -523,7 +531,7 @@ class XArmEmulator:
             return bytes([1 if kin.joint_limit_violations(q[:6]) else 0])
         if reg == P.IS_TCP_LIMIT:
             return bytes([1 if self._check_pose_locked(struct.unpack_from("<6f", p)) else 0])
-        if reg == P.SET_TCP_OFFSET:
+        if reg == P.SET_TCP_OFFSET:                # the joints stay: the reported TCP pose moves
             self.tcp_offset = list(struct.unpack_from("<6f", p))
             self._tool = kin.tool_transform(self.tcp_offset)
             self._pos, self._rot = kin.fk(self._q, self._tool)
@@ -817,7 +825,9 @@ class XArmEmulator:
 
     def tamper_safety(self, **values) -> None:
         """Make the controller *report* other safety values than it was given (read-back test).
-        Keys: boundary, reduced_tcp_speed, reduced_mode, fence, collision_sensitivity, tcp_load."""
+        Keys: boundary, reduced_tcp_speed, reduced_mode, fence, collision_sensitivity, tcp_load,
+        tcp_offset (x, y, z mm, roll, pitch, yaw deg: the report stream's TCP offset; the arm keeps
+        moving with the offset it was given)."""
         with self._lock:
             self._tamper.update(values)
 
@@ -859,6 +869,7 @@ class XArmEmulator:
                 "gripper_pulses": self.gripper.pos, "gripper_target": self.gripper.target,
                 "gripper_enabled": self.gripper.enabled, "gripper_status": self.gripper.status,
                 "tcp_load": list(self.tcp_load), "collision_sensitivity": self.collision_sensitivity,
+                "tcp_offset_mm_deg": self.tcp_offset[:3] + [math.degrees(v) for v in self.tcp_offset[3:6]],
                 "reduced_mode": self.reduced_mode, "reduced_tcp_speed": self.reduced_tcp_speed,
                 "boundary": list(self.boundary), "fence": self.fence,
                 "error_history": list(self.error_history),

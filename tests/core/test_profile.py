@@ -109,3 +109,31 @@ def test_tilt_is_measured_from_gripper_down_and_ignores_yaw():
 
 def test_a_non_finite_position_is_outside_every_box():
     assert load_profile("fake").in_workspace([math.nan, 0.0, 100.0]) == ["x=nan is not a finite position"]
+
+
+def test_the_xarm6_profile_carries_its_tcp_offset_and_payload():
+    """The fence and the workspace box are about the TCP: the profile says where it is (the gripper's
+    grip point, 172 mm past the flange) and what the payload weighs; the backend writes both."""
+    s = load_profile("xarm6").safety
+    assert s.tcp_offset_mm == (0.0, 0.0, 172.0) and s.tcp_offset_rpy_deg == (0.0, 0.0, 90.0)
+    assert s.tcp_offset == (0.0, 0.0, 172.0, 0.0, 0.0, 90.0)
+    assert s.tcp_load_kg == pytest.approx(0.82) and s.tcp_load_com_mm == (0.0, 0.0, 48.0)
+
+
+@pytest.mark.parametrize("key, value, text", [
+    ("tcp_offset_mm", _DELETE, "safety.tcp_offset_mm: missing (where the tool centre point is"),
+    ("tcp_offset_mm", [0, 172], "safety.tcp_offset_mm: must be [x, y, z] mm, got [0.0, 172.0]"),
+    ("tcp_offset_mm", [0, 0, 900], "safety.tcp_offset_mm: each of x, y, z must be within +-500 mm"),
+    ("tcp_offset_mm", [0, 0, math.inf], "safety.tcp_offset_mm[2]: must be a finite number, got inf"),
+    ("tcp_offset_mm", "172", "safety.tcp_offset_mm: must be"),
+    ("tcp_offset_rpy_deg", [0, 0, 270], "safety.tcp_offset_rpy_deg: must be [roll, pitch, yaw] deg, each within +-180"),
+    ("tcp_ofset_mm", [0, 0, 172], "unknown key(s) ['tcp_ofset_mm'] (did you mean 'tcp_offset_mm'?)"),
+])
+def test_a_safety_block_without_a_sound_tcp_offset_does_not_load(tmp_path, key, value, text):
+    """Without the TCP offset the arm's fence would sit at the flange, the fingertips ~170 mm past it."""
+    doc = _set(_doc("xarm6"), "safety.tcp_offset_mm", _DELETE) if key == "tcp_ofset_mm" else _doc("xarm6")
+    p = tmp_path / "arm.yaml"
+    p.write_text(yaml.safe_dump(_set(doc, f"safety.{key}", value)))
+    with pytest.raises(ConfigError) as e:
+        load_profile(p)
+    assert str(e.value).startswith(f"{p}: ") and text in str(e.value), str(e.value)

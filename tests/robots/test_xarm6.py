@@ -1,7 +1,8 @@
 """The xArm6 backend (robots/xarm6.py) through the unmodified xarm-python-sdk against the emulator:
-bring-up and the arm's safety layer, closed-loop moves, pick and place, every injected fault as a
-typed RobotFault with the arm stopped and the backend latched, a dropped link, the read-back
-refusal, the Controller rejecting a fence breach before the SDK, and the cameras."""
+bring-up and the arm's safety layer (the TCP offset among it, with its one-screen read-back),
+closed-loop moves, pick and place, every injected fault as a typed RobotFault with the arm stopped
+and the backend latched, a dropped link, the read-back refusal, the Controller rejecting a fence
+breach before the SDK, the fence and the box being about the fingertips, and the cameras."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from motormind.errors import ConfigError, RobotFault  # noqa: E402
 from motormind.geometry import axis_angle_to_mat, quat_to_mat  # noqa: E402
 from motormind.profile import load_profile  # noqa: E402
 from motormind.robot import Motion  # noqa: E402
-from motormind.robots.xarm6 import XArm6Robot  # noqa: E402
+from motormind.robots.xarm6 import XArm6Robot, format_safety_readback  # noqa: E402
 from motormind.sim.xarm_emulator import XArmEmulator  # noqa: E402
 from motormind.sim.xarm_emulator import free_loopback_host as free_loopback  # noqa: E402
 
@@ -30,7 +31,17 @@ DOWN = np.diag([1.0, -1.0, -1.0])          # tool pointing down: roll 180 degree
 
 @pytest.fixture
 def emu():
-    e = XArmEmulator(free_loopback(), 0, report_hz=20).start()
+    """A controller whose gripper TCP is already stored (as UFACTORY Studio leaves it once the gripper
+    is set up): the backend writes the same offset, so the TCP starts at [300, 0, 300], tool down."""
+    e = XArmEmulator(free_loopback(), 0, report_hz=20, tcp_offset=load_profile("xarm6").safety.tcp_offset).start()
+    yield e
+    e.stop()
+
+
+@pytest.fixture
+def fresh_emu():
+    """A fresh controller: no TCP offset stored (the TCP is the flange), flange at [300, 0, 200] down."""
+    e = XArmEmulator(free_loopback(), 0, report_hz=20, initial_pose=(300.0, 0.0, 200.0, 180.0, 0.0, 0.0)).start()
     yield e
     e.stop()
 
@@ -38,6 +49,16 @@ def emu():
 @pytest.fixture
 def profile():
     return load_profile("xarm6")
+
+
+def profile_with(**safety):
+    """The xarm6 profile with other ``safety`` values."""
+    import yaml
+    from motormind.paths import config_dir
+    from motormind.profile import profile_from_dict
+    doc = yaml.safe_load((config_dir() / "robots" / "xarm6.yaml").read_text())
+    doc["safety"].update(safety)
+    return profile_from_dict(doc, "xarm6-variant.yaml")
 
 
 @pytest.fixture
@@ -91,8 +112,68 @@ def test_bring_up_writes_the_arms_safety_layer_from_the_profile(emu, robot, prof
     assert s["collision_sensitivity"] == 3
     assert s["tcp_load"] == pytest.approx([0.82, 0, 0, 48], abs=1e-4)
     assert s["gripper_enabled"]
+    assert s["tcp_offset_mm_deg"] == pytest.approx([0, 0, 172, 0, 0, 90], abs=1e-4)
     got = robot.read_safety()
     assert got["boundary"] == [650, 150, 400, -400, 500, 20] and got["fence"] is True
+
+
+def test_bring_up_sets_the_profiles_tcp_offset_and_reads_it_back(fresh_emu, profile):
+    """A fresh controller (TCP at the flange) gets the profile's TCP offset on connect; the pose the
+    arm reports, and so the Controller's measured eef pose, is then the TCP's, 172 mm past the flange;
+    connect returns (and prints) the read-back of every safety value, expected and read."""
+    emu = fresh_emu
+    before = emu.snapshot()
+    assert before["tcp_offset_mm_deg"] == [0.0] * 6 and before["pose_mm_deg"][2] == pytest.approx(200.0, abs=0.1)
+    robot = XArm6Robot(emu.host, profile, command_port=emu.port, connect=False)
+    try:
+        rows = robot.connect()
+        s = emu.snapshot()
+        assert s["tcp_offset_mm_deg"] == pytest.approx([0, 0, 172, 0, 0, 90], abs=1e-4)     # register 35
+        assert s["joints_rad"] == pytest.approx(before["joints_rad"], abs=1e-6)             # nothing moved
+        flange = np.array(before["pose_mm_deg"][:3])
+        assert s["pose_mm_deg"][:3] == pytest.approx(flange - [0, 0, 172], abs=1e-3)         # the TCP's pose
+        assert robot.observe().eef_pos_m == pytest.approx((flange - [0, 0, 172]) / 1000, abs=1e-5)
+        assert robot.read_safety()["tcp_offset"] == pytest.approx([0, 0, 172, 0, 0, 90], abs=1e-3)
+        # the read-back: every safety value, each with the expected and the read value
+        assert rows is robot.safety_readback
+        by = {r.setting: r for r in rows}
+        assert list(by) == ["fence mode", "TCP boundary", "reduced mode", "reduced TCP speed",
+                            "collision sensitivity", "TCP load", "TCP offset"]
+        assert all(r.ok for r in rows)
+        assert by["TCP offset"].expected == [0, 0, 172, 0, 0, 90]
+        assert by["TCP offset"].read == pytest.approx([0, 0, 172, 0, 0, 90], abs=1e-3)
+        assert by["TCP boundary"].expected == by["TCP boundary"].read == [650, 150, 400, -400, 500, 20]
+        assert by["TCP load"].read == [pytest.approx(0.82), pytest.approx([0, 0, 48])]
+        assert (by["collision sensitivity"].expected, by["collision sensitivity"].read) == (3, 3)
+        assert by["fence mode"].read is True and by["reduced mode"].read is True
+        assert by["reduced TCP speed"].read == pytest.approx(100.0)
+        text = format_safety_readback(rows, "xArm6")
+        lines = text.splitlines()
+        assert len(lines) <= 24 and max(map(len, lines)) <= 120                             # one screen
+        assert "all 7 settings as expected" in lines[0]
+        offset_line = next(ln for ln in lines if ln.strip().startswith("TCP offset"))
+        assert offset_line.count("[0, 0, 172] rpy [0, 0, 90]") == 2 and offset_line.endswith("ok")
+    finally:
+        robot.close()
+
+
+def test_a_tampered_tcp_offset_refuses_to_move_naming_the_field_and_both_values(emu, profile):
+    emu.tamper_safety(tcp_offset=[0, 0, 150, 0, 0, 90])         # the controller reports another TCP
+    robot = XArm6Robot(emu.host, profile, command_port=emu.port, connect=False, readback_timeout_s=0.3)
+    try:
+        with pytest.raises(RobotFault) as ei:
+            robot.connect()
+        f = ei.value
+        assert f.kind == "safety_mismatch"
+        assert ("TCP offset: read [0, 0, 150] rpy [0, 0, 90], expected [0, 0, 172] rpy [0, 0, 90]" in str(f)), str(f)
+        assert [r.setting for r in f.readback if not r.ok] == ["TCP offset"]
+        assert "1 of 7 settings DIFFER" in format_safety_readback(f.readback)
+        assert emu.motion_requests() == []
+        with pytest.raises(RobotFault):                        # nothing moves: not connected, refused
+            robot.jog(dz_mm=5)
+        assert emu.motion_requests() == []
+    finally:
+        robot.close()
 
 
 def test_observe_is_si(emu, robot):
@@ -279,6 +360,7 @@ def test_a_controller_that_stops_answering_is_a_timeout_fault_and_the_arm_ends_s
     ({"reduced_tcp_speed": 250.0}, "reduced TCP speed"),
     ({"fence": False}, "fence mode"),
     ({"collision_sensitivity": 1}, "collision sensitivity"),
+    ({"tcp_offset": [0, 0, 0, 0, 0, 0]}, "TCP offset"),
 ])
 def test_safety_readback_mismatch_refuses_to_run(emu, profile, tamper, what):
     emu.tamper_safety(**tamper)
@@ -308,6 +390,51 @@ def test_controller_rejects_a_fence_breach_before_the_sdk(emu, robot, profile):
     assert rep.status == "done", rep.summary()
     assert rep.results[0].achieved["error_mm"] <= profile.tolerances.position_mm
     assert rep.results[0].achieved["translation_mm"][2] == pytest.approx(-20, abs=1.0)
+
+
+def test_the_fence_and_the_box_are_about_the_fingertips_not_the_flange(fresh_emu, profile):
+    """The same physical move - the flange from z 200 to 180 mm, tool down - twice. With the profile's
+    TCP offset the Controller, the backend and the arm's own fence refuse it: the grip point would
+    end 8 mm above the base plane, below the 20 mm floor. With the TCP at the flange (what a fresh
+    controller keeps when the backend does not set the offset, as before) every check passes it."""
+    emu = fresh_emu
+    floor = profile.workspace_mm["z"][0]                                  # 20 mm
+    offset_z = profile.safety.tcp_offset_mm[2]                            # 172 mm past the flange
+    flange_target = np.array(emu.snapshot()["pose_mm_deg"][:3]) - [0.0, 0.0, 20.0]   # z 180
+    tcp_target = flange_target - [0.0, 0.0, offset_z]                     # tool down: the TCP is below
+    assert profile.in_workspace(flange_target) == []                      # the flange-based check passes it
+    assert profile.in_workspace(tcp_target) == [f"z={tcp_target[2]:.1f} < {floor:.1f}"]
+
+    # with the profile's TCP offset: the move is refused by each layer
+    robot = XArm6Robot(emu.host, profile, command_port=emu.port)
+    try:
+        assert robot.observe().eef_pos_m[2] * 1000 == pytest.approx(28.0, abs=0.2)   # the TCP, not the flange
+        from motormind.controller import Controller
+        rep = Controller(robot, profile).run({"schema_version": 1, "batch_id": "b1", "subgoal_id": "s1",
+                                              "commands": [{"op": "move", "direction": "down", "distance_mm": 20}]})
+        assert rep.status == "rejected" and "z=8.0 < 20.0" in rep.results[0].reason, rep.summary()
+        with pytest.raises(RobotFault) as ei:                             # the backend's own pre-check
+            move_by(robot, [0, 0, -20])
+        assert ei.value.kind == "safety_fence" and "z=8.0 < 20.0" in str(ei.value) and "not sent" in str(ei.value)
+        assert emu.motion_requests() == []                                # nothing reached the controller
+        # the arm's own fence, sent past the stack straight through the SDK: C35, nothing moves
+        assert robot.arm.set_position(z=-20, relative=True, speed=50, wait=True) != 0
+        s = emu.snapshot()
+        assert s["error"] == 35 and s["pose_mm_deg"][2] == pytest.approx(28.0, abs=0.2)
+    finally:
+        robot.close()
+
+    # as before, by construction: the TCP at the flange, and the same move runs
+    at_flange = profile_with(tcp_offset_mm=[0, 0, 0], tcp_offset_rpy_deg=[0, 0, 0])
+    robot = XArm6Robot(emu.host, at_flange, command_port=emu.port)
+    try:
+        res, _ = move_by(robot, [0, 0, -20])
+        assert res.converged, res
+        z = emu.snapshot()["pose_mm_deg"][2]
+        assert z == pytest.approx(flange_target[2], abs=0.5)
+        assert z - offset_z < floor                                       # the grip point: 8 mm, into the floor
+    finally:
+        robot.close()
 
 
 def test_controller_reports_a_fault(emu, robot, profile):

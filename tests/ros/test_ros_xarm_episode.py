@@ -24,6 +24,7 @@ pytest.importorskip("rclpy")
 pytest.importorskip("openai")
 
 from motormind.brains.scripted import DEFAULTS  # noqa: E402
+from motormind.profile import load_profile  # noqa: E402
 from motormind.ros.probe import WATCH, Probe  # noqa: E402
 from motormind.sim.xarm_emulator import XArmEmulator, free_loopback_host  # noqa: E402
 from rostest_util import free_domain, kill_nodes  # noqa: E402
@@ -75,7 +76,10 @@ def _stop(p: subprocess.Popen, timeout: float = 30) -> None:
 def test_replayed_pick_and_place_over_ros2_nodes_on_the_emulator(tmp_path, monkeypatch):
     record = tmp_path / "rehearsal" / "events.jsonl"
     write_record(record)
-    emu = XArmEmulator(free_loopback_host(), 0, report_hz=20).start()
+    # the gripper's TCP already stored, as the backend writes it on connect: the pose measured before
+    # the launch is the TCP's, as every pose after it
+    emu = XArmEmulator(free_loopback_host(), 0, report_hz=20,
+                       tcp_offset=load_profile("xarm6").safety.tcp_offset).start()
     server = launch = probe = None
     lines: list = []
     try:

@@ -152,3 +152,45 @@ def test_serve_and_main(emu):
     finally:
         other.stop()
     assert main(["--host", emu.host, "--port", str(emu.port)]) == 2        # port taken: clean error
+
+
+def test_the_tcp_offset_register_moves_the_reported_pose_and_the_fence_to_the_tcp(emu):
+    """Register 35 (set_tcp_offset) stores the offset; the report stream carries it back (the SDK's
+    ``tcp_offset``: SDK 1.18.4 has no register that reads it); the joints stay where they are, and
+    the pose, the moves and the fence are the TCP's from then on."""
+    with sdk_arm(emu) as arm:
+        ready(arm)
+        q0 = arm.get_servo_angle(is_radian=True)[1][:6]
+        flange = arm.get_position()[1]
+        assert arm.tcp_offset == [0] * 6
+        assert arm.set_tcp_offset([0, 0, 172, 0, 0, 90], wait=False) == 0          # mm and degrees
+        assert emu.snapshot()["tcp_offset_mm_deg"] == pytest.approx([0, 0, 172, 0, 0, 90], abs=1e-4)
+        time.sleep(0.15)                                                            # one report at 20 Hz
+        assert arm.tcp_offset == pytest.approx([0, 0, 172, 0, 0, 90], abs=1e-3)
+        assert arm.get_servo_angle(is_radian=True)[1][:6] == pytest.approx(q0, abs=1e-6)
+        tcp = arm.get_position()[1]
+        assert tcp[:3] == pytest.approx([flange[0], flange[1], flange[2] - 172], abs=1e-3)   # tool down
+        # the fence is about the TCP: a floor 20 mm below it refuses a 30 mm descent that leaves the
+        # flange ~140 mm above the floor
+        assert arm.set_reduced_tcp_boundary([650, 150, 400, -400, 500, int(tcp[2]) - 20]) == 0
+        assert arm.set_fence_mode(True)[0] == 0
+        assert arm.set_position(z=-30, relative=True, speed=200, wait=True) != 0
+        assert arm.get_err_warn_code()[1][0] == 35
+        assert arm.get_position()[1][2] == pytest.approx(tcp[2], abs=1e-3)           # nothing moved
+        # tampering changes what the report says, not what the controller stores
+        emu.tamper_safety(tcp_offset=[0, 0, 100, 0, 0, 0])
+        time.sleep(0.15)
+        assert arm.tcp_offset == pytest.approx([0, 0, 100, 0, 0, 0], abs=1e-3)
+        assert emu.snapshot()["tcp_offset_mm_deg"] == pytest.approx([0, 0, 172, 0, 0, 90], abs=1e-4)
+
+
+def test_the_rehearsal_cell_stores_the_profiles_tcp_offset_at_its_grip_point():
+    """One TCP offset: the xarm6 profile's, which the backend writes; the rehearsal cell's controller
+    powers up with it, and it is the cell gripper's grip point, 10 mm above the fingertips."""
+    from motormind.profile import load_profile
+    from motormind.sim.xarm_cell import model
+    from motormind.sim.xarm_cell.config import load_cell
+    offset = load_profile("xarm6").safety.tcp_offset
+    assert load_cell("placement").tcp_offset == offset
+    assert offset[2] == pytest.approx(model.TCP_Z_M * 1000)
+    assert offset[2] == pytest.approx((model.PALM_LEN_M + model.FINGER_LEN_M) * 1000 - 10)
