@@ -41,7 +41,7 @@ def _parse(items: list[str]) -> dict:
         if not sep:
             name, sep, value = it.partition("=")
         if not sep or not name:
-            raise SystemExit(f"launch: arguments are name:=value, got {it!r}")
+            raise ValueError(f"arguments are name:=value, got {it!r}")
         out[name.lstrip("-").replace("-", "_")] = value
     return out
 
@@ -73,8 +73,9 @@ def _launch(args) -> int:
         given = _parse(_flags(args))
         launcher = Launcher(args.setup, given, env=graph.ros_env(args.domain_id, not args.network),
                             respawn=not args.no_respawn)
-    except ValueError as e:
-        raise SystemExit(f"launch: {e}") from None
+    except ValueError as e:             # a bad launch argument, found before any node starts: one line, status 2
+        print(f"launch: {e}", file=sys.stderr)
+        return 2
     if args.dry_run:
         import json
         print(json.dumps(launcher.describe(), indent=2))

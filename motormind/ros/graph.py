@@ -189,9 +189,15 @@ BRAINS = {"sim": ("oracle", "openai", "scripted"), "xarm6": ("openai", "scripted
 
 
 def check_args(setup: str, a: dict) -> None:
-    """What would leave a part of the graph running is refused before any node starts: every role
-    node needs a brain that can answer (a role node without one exits, and a Controller whose
-    watchdog never hears an Executor never arms it), the xArm6 needs its address."""
+    """Every launch argument is checked here, before any node starts (a bad one found by a node
+    would surface only once the graph is up: the Controller with its robot, the arm connected),
+    each refusal a ValueError naming the argument. What would leave a part of the graph running:
+    every role node needs a brain that can answer (a role node without one exits, and a Controller
+    whose watchdog never hears an Executor never arms it), the xArm6 needs its address. Then each
+    value: the brain's script or VLM config loads; the simulation's suite, task and init state exist
+    (``evaluate.checks.check_grid``, the check ``motormind eval`` makes); the arm's address, port and
+    cameras are well formed; the recording can be written; the console's port is free."""
+    from ..errors import ConfigError
     if a["brain"] not in BRAINS[setup]:
         why = " (it reads the simulator's privileged state: simulation only)" if a["brain"] == "oracle" else ""
         raise ValueError(f"brain: {a['brain']!r} is not one of {' | '.join(BRAINS[setup])} for {setup}{why}")
@@ -203,6 +209,77 @@ def check_args(setup: str, a: dict) -> None:
             raise ValueError(f"brain_script: no such file: {a['brain_script']}")
     if setup == "xarm6" and not a["robot_ip"]:
         raise ValueError("robot_ip: required for the xArm6 (robot_ip:=192.168.1.222)")
+    try:
+        _check_values(setup, a)
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
+
+
+def _check_values(setup: str, a: dict) -> None:
+    """The values of ``check_args``: a ConfigError naming the launch argument."""
+    from ..errors import ConfigError
+    from ..registry import BrainConfig
+    if a["brain"] == "scripted":                 # the script the brain will load, loaded the same way
+        from ..brains.scripted import ScriptedBrain
+        try:
+            ScriptedBrain.from_config(BrainConfig("scripted", script=a["brain_script"]))
+        except ConfigError as e:
+            raise ConfigError(f"brain_script: {str(e).removeprefix('script: ')}") from None
+    if a["brain"] == "openai":                   # the VLM config exists and is valid (its endpoint may come later)
+        from ..brains.openai_brain import load_vlm_config
+        try:
+            load_vlm_config(a["vlm"] or "openai")
+        except ConfigError as e:
+            raise ConfigError(f"vlm: {e}") from None
+    if setup == "sim":
+        from ..evaluate.checks import check_grid
+        check_grid("libero", [a["suite"]], [a["task"]], [a["init_state"]], flags=("suite", "task", "init_state"))
+        if not 0 <= a["seed"] < 2 ** 32:
+            raise ConfigError(f"seed: must be within 0..{2 ** 32 - 1}, got {a['seed']}")
+    if setup == "xarm6":
+        from motormind.robots.cameras import parse_camera_specs
+        from motormind.robots.xarm6 import check_ipv4
+        try:
+            check_ipv4(a["robot_ip"])
+        except ConfigError as e:
+            raise ConfigError(f"robot_ip: {e}") from None
+        if not 1 <= a["command_port"] <= 65535:
+            raise ConfigError(f"command_port: must be within 1..65535, got {a['command_port']}")
+        parse_camera_specs(a["camera"])          # its errors name camera
+    if a["record"]:
+        _check_writable("record", Path(a["record"]))
+    if a["console"]:
+        _check_port(a["console_host"], a["console_port"])
+
+
+def _check_writable(name: str, path: Path) -> None:
+    """``path`` can be created (its directories made, as the recorder does) and written."""
+    from ..errors import ConfigError
+    path = path.absolute()
+    if path.is_dir():
+        raise ConfigError(f"{name}: {path} is a directory, not a file")
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{name}: cannot write {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError(f"{name}: cannot write {path}: permission denied")
+
+
+def _check_port(host: str, port: int) -> None:
+    """The console's address can be served: bound now and released (the console node binds it again)."""
+    import errno
+
+    from ..errors import ConfigError
+    from ..webserver import bind
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"console_port: {port} is outside 0..65535")
+    try:
+        bind(host, port).close()
+    except OSError as e:
+        name = "console_port" if e.errno in (errno.EADDRINUSE, errno.EACCES) else "console_host"
+        raise ConfigError(f"{name}: cannot serve on {host}:{port}: {e.strerror or e}") from None
 
 
 def overrides_for(setup: str, a: dict) -> dict:

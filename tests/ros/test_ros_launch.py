@@ -3,6 +3,7 @@ truth: motormind/ros/graph.py), and the CLI works where rclpy is absent."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import types
@@ -170,6 +171,62 @@ def test_a_launch_that_would_start_part_of_the_graph_is_refused_in_one_line(args
         assert p.returncode != 0 and p.stderr.strip() == error, p.stderr
         assert "started" not in p.stdout and "Traceback" not in p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def busy_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    yield s.getsockname()[1]
+    s.close()
+
+
+def _bad_values(files: Path, busy: int) -> list:
+    bad_script = files / "bad.json"
+    bad_script.write_text('{"planner": [')
+    return [
+        (["sim", "console:=true", f"console_port:={busy}"],
+         f"launch: console_port: cannot serve on 127.0.0.1:{busy}: Address already in use"),
+        (["sim", "console:=true", "console_port:=70000"], "launch: console_port: 70000 is outside 0..65535"),
+        (["sim", "suite:=nope"], "launch: suite: refusing suite 'nope': suite 'nope' is not registered (registered: "),
+        (["sim", "task:=10"], "launch: task: [10] out of range for 'libero_spatial' (0..9)"),
+        (["sim", "suite:=libero_goal", "init_state:=50"],
+         "launch: init_state: [50] out of range for 'libero_goal' task 0 (0..49)"),
+        (["sim", "seed:=-1"], "launch: seed: must be within 0..4294967295, got -1"),
+        (["sim", f"record:={files}"], f"launch: record: {files} is a directory, not a file"),
+        (["xarm6", "robot_ip:=arm.local"], "launch: robot_ip: xArm address 'arm.local' is not an IPv4 literal"),
+        (["xarm6", "robot_ip:=192.168.1.222", "command_port:=0"], "launch: command_port: must be within 1..65535, got 0"),
+        (["xarm6", "robot_ip:=192.168.1.222", "camera:=front"], "launch: camera: 'front' is not NAME=SOURCE"),
+        (["fake", "brain:=openai", "vlm:=nope"], "launch: vlm: no VLM config 'nope'"),
+        (["fake", f"brain_script:={bad_script}"], f"launch: brain_script: {bad_script}: malformed JSON"),
+    ]
+
+
+def test_every_launch_argument_is_checked_before_any_node_starts(tmp_path, busy_port):
+    """Issue 31 item 7: a busy console_port was reported after 7 nodes had started (the Controller
+    with its robot), suite:=nope 3.5 s in. Each bad value is one line naming the argument, and no
+    node process is started: with or without --dry-run, nothing says "started", no temporary
+    configuration is left."""
+    files, tmpdir = tmp_path / "files", tmp_path / "tmp"
+    files.mkdir()
+    tmpdir.mkdir()
+    failures = []
+    for args, error in _bad_values(files, busy_port):
+        for dry in ([], ["--dry-run"]):
+            p = _cli(*args, *dry, tmpdir=tmpdir)
+            err = p.stderr.strip()
+            if p.returncode != 2 or not err.startswith(error) or "\n" in err or "started" in p.stdout:
+                failures.append(f"launch {' '.join(args + dry)}: rc {p.returncode}, stderr {err[-300:]!r}, "
+                                f"stdout {p.stdout[-300:]!r}")
+    assert not failures, "\n".join(failures)
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_the_launch_files_refuse_a_bad_argument_before_any_node(monkeypatch):
+    """ros2 launch evaluates the same checks (graph.nodes) before it returns a node to start."""
+    with pytest.raises(ValueError, match=r"^task: \[12\] out of range for 'libero_spatial' \(0\.\.9\)$"):
+        _from_launch_file("sim", {"task": "12"}, monkeypatch)
 
 
 def test_a_node_that_refuses_to_start_ends_the_launch(tmp_path, monkeypatch):
