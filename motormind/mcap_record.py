@@ -95,20 +95,37 @@ def _stamp(t_ns: int) -> dict:
     return {"sec": int(t_ns // 1_000_000_000), "nanosec": int(t_ns % 1_000_000_000)}
 
 
-def joint_state_msg(state: dict, t_ns: int) -> dict:
-    """A JointState dict from the roles' state (mm, degrees): joints in rad, the gap in m."""
-    joints = [float(np.radians(j)) for j in state.get("joints_deg", [])]
+def joint_state_msg(joints_rad, gripper_width_m: float, t_ns: int) -> dict:
+    """A JointState dict: the joints in rad, the finger gap in m as "gripper"."""
+    joints = [float(j) for j in joints_rad]
     names = [f"joint{i + 1}" for i in range(len(joints))] + ["gripper"]
     return {"header": {"stamp": _stamp(t_ns), "frame_id": "base"}, "name": names,
-            "position": joints + [float(state.get("gripper_width_mm", 0.0)) / 1000.0], "velocity": [], "effort": []}
+            "position": joints + [float(gripper_width_m)], "velocity": [], "effort": []}
 
 
-def pose_msg(state: dict, t_ns: int) -> dict:
-    p = [float(v) / 1000.0 for v in state.get("eef_pos_mm", [0, 0, 0])]
-    q = [float(v) for v in state.get("eef_quat_xyzw", [0, 0, 0, 1])]
+def pose_msg(pos_m, quat_xyzw, t_ns: int) -> dict:
+    """A PoseStamped dict in the base frame: the position in m, the quaternion (x, y, z, w)."""
+    p = [float(v) for v in pos_m]
+    q = [float(v) for v in quat_xyzw]
     return {"header": {"stamp": _stamp(t_ns), "frame_id": "base"},
             "pose": {"position": {"x": p[0], "y": p[1], "z": p[2]},
                      "orientation": {"x": q[0], "y": q[1], "z": q[2], "w": q[3]}}}
+
+
+def measured_state_msgs(obs, t_ns: int) -> tuple[dict, dict]:
+    """The JointState and PoseStamped of an observation (``robot.Observation``) as measured, not
+    rounded: what the state topics carry. (``Observation.state_dict`` is rounded for prompts, to
+    0.1 mm and 0.1 degree, and is never published as a sensor message.)"""
+    return (joint_state_msg(obs.joints_rad, float(obs.gripper_width_mm) / 1000.0, t_ns),
+            pose_msg(obs.eef_pos_m, obs.eef_quat_xyzw, t_ns))
+
+
+def _state_msgs(state: dict, t_ns: int) -> tuple[dict, dict]:
+    """The same messages from a state in the roles' units (mm, degrees; ``McapRecorder.state``)."""
+    return (joint_state_msg(np.radians([float(j) for j in state.get("joints_deg", [])]),
+                            float(state.get("gripper_width_mm", 0.0)) / 1000.0, t_ns),
+            pose_msg([float(v) / 1000.0 for v in state.get("eef_pos_mm", [0, 0, 0])],
+                     state.get("eef_quat_xyzw", [0, 0, 0, 1]), t_ns))
 
 
 def image_msg(img: np.ndarray, t_ns: int, frame_id: str) -> dict:
@@ -234,10 +251,13 @@ class McapRecorder:
         self.write(topic, "std_msgs/msg/String", {"data": dumps(obj)}, t_ns, latched=latched)
 
     def state(self, state: dict, t_ns: int | None = None) -> None:
-        """The measured state (roles' units) as JointState and PoseStamped."""
+        """A measured state given in the roles' units as JointState and PoseStamped."""
         t_ns = time.time_ns() if t_ns is None else t_ns
-        self.write("state", "sensor_msgs/msg/JointState", joint_state_msg(state, t_ns), t_ns, reliable=False)
-        self.write("eef_pose", "geometry_msgs/msg/PoseStamped", pose_msg(state, t_ns), t_ns, reliable=False)
+        self._state_msgs(*_state_msgs(state, t_ns), t_ns)
+
+    def _state_msgs(self, js: dict, pose: dict, t_ns: int) -> None:
+        self.write("state", "sensor_msgs/msg/JointState", js, t_ns, reliable=False)
+        self.write("eef_pose", "geometry_msgs/msg/PoseStamped", pose, t_ns, reliable=False)
 
     def images(self, images: dict, t_ns: int | None = None) -> None:
         t_ns = time.time_ns() if t_ns is None else t_ns
@@ -264,7 +284,7 @@ class McapRecorder:
     def observe(self, label: str, obs) -> None:
         """An observation (``robot.Observation``) the roles looked at: state, and images if rendered."""
         t_ns = time.time_ns()
-        self.state(obs.state_dict(), t_ns)
+        self._state_msgs(*measured_state_msgs(obs, t_ns), t_ns)     # as measured, as the state topics carry it
         if obs.images:
             self.images(obs.images, t_ns)
 

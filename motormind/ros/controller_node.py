@@ -29,7 +29,7 @@ from .. import SCHEMA_VERSION
 from ..controller import CancelToken, Controller, Report
 from ..commands import check_id
 from ..errors import CommandError, ConfigError
-from ..mcap_record import image_msg, joint_state_msg, pose_msg
+from ..mcap_record import image_msg, measured_state_msgs
 from ..registry import build_robot
 from ..results import FaultKind
 from .base import MotorMindNode, msg_type, spin
@@ -300,11 +300,11 @@ class ControllerNode(MotorMindNode):
 
     def _publish_state(self) -> None:
         try:
-            st = self.robot.observe().state_dict()
+            obs = self.robot.observe()
         except Exception:  # noqa: BLE001
             return
         t_ns = self.get_clock().now().nanoseconds
-        js, ps = joint_state_msg(st, t_ns), pose_msg(st, t_ns)
+        js, ps = measured_state_msgs(obs, t_ns)     # as measured: rounding (state_dict) is for prompts only
         m = msg_type("sensor_msgs/msg/JointState")()
         m.header.stamp.sec, m.header.stamp.nanosec = js["header"]["stamp"]["sec"], js["header"]["stamp"]["nanosec"]
         m.header.frame_id = "base"

@@ -187,6 +187,50 @@ def test_idle_events_name_the_cameras_the_controller_publishes(controller):
     assert idle["cameras"] == ["front"] and idle["state"]["eef_pos_mm"]      # the fake renders one camera
 
 
+def test_the_state_topics_carry_the_measured_values_not_the_prompts_rounding(controller):
+    """Issue 31 item 10: eef_pose and state were built from the state rounded for prompts (0.1 mm,
+    0.1 degree): a consumer got 34.1 mm for 34.142. The fake ends a move exactly on its target when
+    its last step is longer than its tolerance (33.333 mm: 1.333 mm past 16 steps of 2 mm), and a
+    gripper exactly at 0.33333 of its stroke: detail below 0.1 mm the topics must carry."""
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
+
+    from motormind.profile import load_profile
+    from motormind.ros.base import qos
+    pr = controller
+    _centre(pr)
+    got = {"eef_pose": [], "state": []}
+    subs = [pr.node.create_subscription(typ, f"{graph.NAMESPACE}/{name}", got[name].append, qos(graph.TOPICS[name]))
+            for name, typ in (("eef_pose", PoseStamped), ("state", JointState))]
+
+    def measured():
+        """y (m) and the finger gap (m) from the first messages of both topics stamped from now on."""
+        t0 = time.time_ns()
+
+        def fresh(name):
+            return [m for m in list(got[name]) if m.header.stamp.sec * 10**9 + m.header.stamp.nanosec >= t0]
+        wait_for(lambda: fresh("eef_pose") and fresh("state"), timeout=20, what="fresh state messages")
+        js = fresh("state")[0]
+        return fresh("eef_pose")[0].pose.position.y, dict(zip(js.name, js.position))["gripper"]
+    try:
+        y0, _ = measured()
+        n0 = len(pr.msgs["report"])
+        pr.send("commands", {"batch_id": "measured1", "subgoal_id": "s1", "commands": [
+            {"op": "move", "direction": "left", "distance_mm": 33.333}, {"op": "gripper", "width": 0.33333}]})
+        rep = pr.wait_for("report", lambda m: m.get("batch_id") == "measured1", timeout=30, start=n0)
+        assert rep["status"] == "done", rep
+        y1, gap = measured()
+        # rounded for prompts they were 33.3 (or 33.4) mm apart, and the gap 26.7 mm
+        assert abs(y1 - y0) * 1000 == pytest.approx(33.333, abs=1e-6)
+        assert gap * 1000 == pytest.approx(0.33333 * load_profile("fake").gripper_max_width_mm, abs=1e-6)
+    finally:
+        for sub in subs:
+            pr.node.destroy_subscription(sub)
+        pr.send("commands", {"batch_id": "measured2", "subgoal_id": "s1", "commands": [
+            {"op": "gripper", "action": "open"}]})
+        pr.wait_for("report", lambda m: m.get("batch_id") == "measured2", timeout=30)
+
+
 class _StubNode:
     """What ObservationCache needs of a node, without DDS."""
 
