@@ -143,6 +143,7 @@ class Controller:
         self._go = threading.Event()           # cleared by pause(): hold at the next action boundary
         self._go.set()
         self.pause_reason = ""
+        self.holding = ""                      # "batch b3 before command 2" while a pause holds it
 
     # -- emergency stop -------------------------------------------------------------------------
     def emergency_stop(self, reason: str = "emergency stop") -> None:
@@ -193,10 +194,14 @@ class Controller:
     def _hold(self, bid: str, i: int, cancel: CancelToken) -> None:
         if self._go.is_set():
             return
+        self.holding = f"batch {bid} before command {i}"
         self.on_event("held", {"batch_id": bid, "index": i, "reason": self.pause_reason})
-        while not self._go.wait(0.05):
-            if self._estop.is_set() or cancel.cancelled:
-                return
+        try:
+            while not self._go.wait(0.05):
+                if self._estop.is_set() or cancel.cancelled:
+                    return
+        finally:
+            self.holding = ""
 
     # -- validation -----------------------------------------------------------------------------
     def validate(self, data, obs: Observation | None = None, source: str = ""):

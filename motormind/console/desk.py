@@ -3,7 +3,10 @@
     approval   each batch waits for the operator to approve it (as is or edited) or reject it
     takeover   the operator answers a role (``executor``: writes the next batch; ``verifier``: gives
                the verdict); the answer goes through the role's parse path like a VLM's
-    paused     the episode holds before its next batch (the Controller holds at its next boundary)
+    paused     the episode holds before its next batch (the Controller holds at its next boundary);
+               ``parked`` says it holds now: at its loop head, or waiting here for the operator (an
+               approval, an answer) while paused. A decision made while paused is kept and handed
+               over on resume, so nothing moves before then (the operator may jog meanwhile).
     control    one operator in control at a time (the others watch); shown to every viewer
     instruction  a new task from the operator (the Planner replans for it)
 
@@ -41,6 +44,11 @@ class Pending:
 
     def to_json(self) -> dict:
         return {"id": self.id, "kind": self.kind, "role": self.role, "since": round(self.since, 3), **self.payload}
+
+
+def _edited(batch: dict, edit: dict) -> dict:
+    """The operator's edit of ``batch``: its commands, under the batch's own ids."""
+    return {**edit, "batch_id": batch.get("batch_id", ""), "subgoal_id": batch.get("subgoal_id", "")}
 
 
 class OperatorDesk:
@@ -155,14 +163,48 @@ class OperatorDesk:
             return bool(self.holder and self.holder["client"] == client)
 
     # -- the episode side -----------------------------------------------------------------------
+    def _set_parked(self, on: bool) -> None:
+        if self.parked != on:
+            self.parked = on
+            self._changed()
+
+    def _stopping(self, abort) -> bool:
+        return bool(self.closed) or (abort is not None and abort())
+
+    def _hold_while_paused(self, abort=None) -> None:
+        """Hold (parked) while paused; the caller holds ``_cv``."""
+        try:
+            while self.paused and not self._stopping(abort):
+                self._set_parked(True)
+                self._cv.wait(0.1)
+        finally:
+            self._set_parked(False)
+
     def _wait(self, pid: str, still: callable, abort=None) -> dict | None:
-        """Wait for the decision on ``pid`` while ``still()``; None when released otherwise."""
-        while True:
-            if pid in self._decisions:
-                return self._decisions.pop(pid)
-            if self.closed or not still() or (abort is not None and abort()):
-                return None
-            self._cv.wait(0.1)
+        """Wait for the decision on ``pid`` while ``still()``; None when released otherwise. Paused
+        meanwhile, the episode is parked here; a decision taken while paused is handed over on resume."""
+        try:
+            while True:
+                if pid in self._decisions:
+                    d = self._decisions.pop(pid)
+                    self.pending.pop(pid, None)          # decided: no longer waiting for the operator
+                    self._changed()
+                    self._hold_while_paused(abort)
+                    return None if self._stopping(abort) else d
+                if self._stopping(abort) or not still():
+                    return None
+                self._set_parked(self.paused)
+                self._cv.wait(0.1)
+        finally:
+            self._set_parked(False)
+
+    def batch_to_run(self, pid: str, edit: dict | None = None) -> dict:
+        """The batch an approval of ``pid`` would hand over (``edit``: the operator's edited batch)."""
+        with self._cv:
+            p = self.pending.get(pid)
+            if p is None or p.kind != "review":
+                raise KeyError(f"id: no batch {pid!r} is waiting for approval")
+            return _edited(p.payload["batch"], edit) if edit is not None else copy.deepcopy(p.payload["batch"])
 
     def review(self, batch: dict, abort=None) -> Review:
         """In approval mode, hold ``batch`` until the operator decides."""
@@ -177,6 +219,8 @@ class OperatorDesk:
             finally:
                 self.pending.pop(pid, None)
                 self._changed()
+            if d is None and not self._stopping(abort):
+                self._hold_while_paused(abort)      # approval switched off while paused: still held
         if d is None:
             if self.closed or (abort is not None and abort()):
                 return Review("rejected", None, f"not run: {self.closed or 'the episode is stopping'}")
@@ -184,8 +228,7 @@ class OperatorDesk:
         if d["decision"] == "reject":
             return Review("rejected", None, d.get("note", "") or "rejected by the operator", d.get("by", ""))
         if d.get("batch") is not None:
-            edited = {**d["batch"], "batch_id": batch.get("batch_id", ""), "subgoal_id": batch.get("subgoal_id", "")}
-            return Review("edited", edited, d.get("note", ""), d.get("by", ""))
+            return Review("edited", _edited(batch, d["batch"]), d.get("note", ""), d.get("by", ""))
         return Review("approved", batch, d.get("note", ""), d.get("by", ""))
 
     def ask(self, role: str, context: dict, error: str = "", abort=None) -> str | None:
@@ -206,16 +249,7 @@ class OperatorDesk:
     def park(self, abort=None) -> None:
         """At the episode's loop head: hold while paused (the operator may jog meanwhile)."""
         with self._cv:
-            if not self.paused:
-                return
-            self.parked = True
-            self._changed()
-            try:
-                while self.paused and not self.closed and not (abort is not None and abort()):
-                    self._cv.wait(0.1)
-            finally:
-                self.parked = False
-                self._changed()
+            self._hold_while_paused(abort)
 
     # -- the console side -----------------------------------------------------------------------
     def decide(self, pid: str, decision: str, batch: dict | None = None, note: str = "", by: str = "") -> None:

@@ -46,8 +46,8 @@ class InProcessRuntime(Runtime):
         self.view.directions = p.directions
         self.view.set_extra(transport=self.transport, robot={
             "profile": p.name, "description": p.description, "directions": sorted(p.directions),
-            "axes": sorted(p.rotation_axes), "limits": p.describe_limits(), "cameras": list(robot.camera_names)},
-            desk=self.desk.snapshot())
+            "axes": sorted(p.rotation_axes), "limits": p.describe_limits(), "cameras": list(robot.camera_names)})
+        self.refresh()
 
     # -- episodes -------------------------------------------------------------------------------
     def attach(self, runner) -> None:
@@ -118,12 +118,39 @@ class InProcessRuntime(Runtime):
             self.record(kind, **data)
         if kind == "command_end":
             self.capture()
+        self.refresh()
 
     def _on_controller_event(self, kind: str, data: dict) -> None:   # no episode attached
         if kind in ("command_start", "command_end") or kind in _RECORDED:
             self.record(kind, **data)
         if kind == "command_end":
             self.capture()
+        self.refresh()
+
+    # -- what the operator may do now ----------------------------------------------------------------
+    def status(self) -> dict:
+        c = self.controller
+        busy = c.busy or self._jog_lock.locked()
+        jog = self.LATCHED if c.estopped else (
+            f"the robot is executing a batch ({c.holding}, held by the pause): cancel it, or resume"
+            if c.holding else "the robot is executing a batch; wait for it to end" if busy else "")
+        if not self.desk.paused:
+            pause, note = "running", ""
+        elif c.holding:
+            pause, note = "pausing", f"{c.holding} is held; the episode parks when it ends (cancel it, or resume)"
+        elif busy:
+            pause, note = "pausing", "the command under way finishes first"
+        elif self.runner is None or self.desk.parked:
+            pause, note = "paused", ""
+        else:
+            pause, note = "pausing", "the episode holds before its next batch (it finishes what it is doing)"
+        return {"pause": pause, "pause_note": note, "jog": jog, "approve": self.LATCHED if c.estopped else ""}
+
+    def refuse_approval(self, batch: dict) -> str:
+        if self.controller.estopped:
+            return self.LATCHED
+        valid, reasons, _ = self.controller.validate(batch, self.robot.observe(), "operator")
+        return "" if valid is not None else self.first_reason(reasons)
 
     # -- robot actions --------------------------------------------------------------------------
     def do_instruction(self, args, who):
@@ -134,9 +161,11 @@ class InProcessRuntime(Runtime):
         return {"detail": f"the Planner replans for {text!r} before the next batch"}
 
     def do_pause(self, args, who):
-        self.desk.set_paused(True)
         self.controller.pause(f"paused by {who.get('name') or 'operator'}")
-        return {"detail": "pausing at the next action boundary"}
+        self.desk.set_paused(True)
+        st = self.status()
+        return {"detail": "paused: the arm is idle (you may jog)" if st["pause"] == "paused" else
+                f"pausing: {st['pause_note']}", "pause": st["pause"]}
 
     def do_resume(self, args, who):
         if self.controller.estopped:
@@ -175,15 +204,14 @@ class InProcessRuntime(Runtime):
         return {"detail": "emergency stop reset; still paused: resume to go on"}
 
     def do_jog(self, args, who):
+        """A jog runs whenever the arm is idle (no batch executing) and the operator holds control;
+        an episode's next batch waits for it (one batch at a time on the Controller)."""
         cmd = self.jog_command(args)
-        r = self.runner
-        if r is not None and not self.desk.parked:
-            raise ActionError("jog: the episode is running; pause it first (a jog runs while the episode "
-                              "is paused between batches, or when no episode runs)", 409)
         if not self._jog_lock.acquire(blocking=False):
             raise ActionError("jog: the previous jog is still moving; wait for it to end", 409)
         if self.controller.busy:
             self._jog_lock.release()
+            self.refresh()
             raise ActionError("jog: the robot is executing a batch; wait for it to end", 409)
         try:
             batch = {"batch_id": self.next_jog_id(), "subgoal_id": "operator", "commands": [cmd]}
@@ -196,6 +224,7 @@ class InProcessRuntime(Runtime):
                 raise ActionError(f"jog rejected: {rep.reason}", 422)
         except BaseException:
             self._jog_lock.release()
+            self.refresh()
             raise
 
         def go():
@@ -204,6 +233,7 @@ class InProcessRuntime(Runtime):
                 self.record("report", **rep.to_json())
             finally:
                 self._jog_lock.release()
+                self.refresh()
         self._jog_thread = threading.Thread(target=go, name="motormind-console-jog", daemon=True)
         self._jog_thread.start()
         return {"detail": f"{batch['batch_id']}: {cmd['op']} started", "batch_id": batch["batch_id"]}

@@ -50,7 +50,30 @@ class Runtime:
         self._jog_n = 0
 
     def _desk_changed(self) -> None:
-        self.view.set_extra(desk=self.desk.snapshot())
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Push what the operator may do now (``status``) with the desk, as the server will act on it."""
+        self.view.set_extra(desk=self.desk.snapshot(), status=self.status())
+
+    # -- what the page shows is what the server will do ----------------------------------------------
+    LATCHED = "the emergency stop is latched: reset it first"
+
+    def status(self) -> dict:
+        """``pause``: running | pausing (asked, the episode or a batch not held yet) | paused (held:
+        parked, or no episode); ``pause_note``: what it waits for; ``jog`` and ``approve``: why that
+        action cannot run now ("" when it can). Computed by the transport from the state it acts on."""
+        return {"pause": "paused" if self.desk.paused else "running", "pause_note": "", "jog": "", "approve": ""}
+
+    def refuse_approval(self, batch: dict) -> str:
+        """The Controller's verdict on ``batch`` before it is handed over ("" accepted), by transport."""
+        return ""
+
+    @staticmethod
+    def first_reason(reasons: list) -> str:
+        """The reason a refused batch gives (the first that is not a "not run" echo)."""
+        why = next((r for r in reasons if r and not r.startswith("not run")), reasons[0] if reasons else "invalid")
+        return why.removeprefix("not run: ")
 
     # -- to be given by the transport ------------------------------------------------------------
     def record(self, kind: str, **data) -> None:
@@ -114,11 +137,24 @@ class Runtime:
         return pid
 
     def do_approve(self, args, who):
+        """An approval hands the batch over only when the Controller's validation accepts it (against
+        the measured pose); a refusal is the action's answer, and the batch keeps waiting (edit it
+        again, or reject it)."""
         batch = _obj(args, "batch")
         if batch is not None and not isinstance(batch, dict):
             raise ActionError("batch: an edited batch must be a JSON object {\"commands\": [...]}")
+        try:
+            run = self.desk.batch_to_run(str(args.get("id")), batch)
+        except KeyError as e:
+            raise ActionError(str(e.args[0]), 404) from None
+        why = self.refuse_approval(run)
+        if why:
+            raise ActionError(f"rejected by the Controller: {why} (the batch still waits: edit it or reject it)",
+                              422)
         pid = self._decide(args, who, "approve", batch)
-        return {"detail": f"{pid}: {'edited and approved' if batch is not None else 'approved'}"}
+        held = " (it runs when you resume)" if self.desk.paused else ""
+        return {"detail": f"{pid}: {'edited and approved' if batch is not None else 'approved'}: the Controller "
+                          f"accepted it{held}"}
 
     def do_reject(self, args, who):
         return {"detail": f"{self._decide(args, who, 'reject')}: rejected"}

@@ -54,6 +54,13 @@ def _strip(msg: dict, *drop: str) -> dict:
     return {k: v for k, v in msg.items() if k not in ("schema_version", *drop)}
 
 
+class _ProfileOnly:
+    """What ``Controller`` needs to validate without a robot: the profile (validate moves nothing)."""
+
+    def __init__(self, profile):
+        self.profile = profile
+
+
 class RosRuntime(Runtime):
     """The console's actions over the topic contract. The desk actions (claim, approval, approve,
     reject, takeover, answer) are the shared ``Runtime``'s; the robot actions publish."""
@@ -76,6 +83,7 @@ class RosRuntime(Runtime):
         self.estop_held = False                # the estop topic's last value
         self.my_estop = False                  # this console latched it
         self.paused = False                    # the pause topic's last value
+        self.executor_parked = False           # the Executor said it holds before its next batch
         self._pause_shown = False
         self.requests: dict[str, dict] = {}    # console/request id -> {"withdrawn", "answer"}
         self._mode_sent = None
@@ -101,6 +109,13 @@ class RosRuntime(Runtime):
             held, self._held, self._hold_until = self._held, [], 0.0
             for ev in held:
                 self.view.on_event(ev)
+
+    def tick(self) -> None:
+        """Timer: fold what a new task held, and push the status when what it says has changed
+        (topic callbacks stay quick; the page lags the graph by at most a tick)."""
+        self.release()
+        if self.status() != self.view.extra.get("status"):
+            self.refresh()
 
     def record(self, kind: str, **data) -> None:
         self.fold(kind, **data)
@@ -243,6 +258,9 @@ class RosRuntime(Runtime):
         kind = ev.get("kind")
         if not kind or ev.get("origin") == self.node.origin or kind in _FROM_TOPICS:
             return
+        if kind == "parked":                   # the Executor holds at its loop head (role_nodes.py)
+            self.executor_parked = self.paused
+            self.refresh()
         self.fold(kind, **_strip(ev, "t", "kind"))
 
     def on_estop(self, msg) -> None:
@@ -251,6 +269,8 @@ class RosRuntime(Runtime):
     def on_pause(self, msg) -> None:
         on = bool(msg.data)
         self.paused = on
+        if not on:
+            self.executor_parked = False
         if on != self.desk.paused:
             self.desk.set_paused(on)
         if on != self._pause_shown:
@@ -259,6 +279,32 @@ class RosRuntime(Runtime):
                 self.fold("pause", reason="pause topic")
             else:
                 self.fold("resume")
+
+    # -- what the operator may do now (the same rules as in-process: motormind/console/inprocess.py) --
+    def status(self) -> dict:
+        latched = self.estopped or self.estop_held
+        running = self._under_way()
+        jog = self.LATCHED if latched else (
+            f"the robot is executing batch {running[0]}; wait for it to end (or cancel it)" if running else "")
+        if not self.paused:
+            pause, note = "running", ""
+        elif running:
+            pause, note = "pausing", f"batch {running[0]} holds at its next action boundary (cancel it, or resume)"
+        elif not self.episode_running or self.desk.parked or self.executor_parked:
+            pause, note = "paused", ""
+        else:
+            pause, note = "pausing", "the Executor holds before its next batch (it finishes what it is doing)"
+        return {"pause": pause, "pause_note": note, "jog": jog, "approve": self.LATCHED if latched else ""}
+
+    def refuse_approval(self, batch: dict) -> str:
+        """The Controller's validation, run here on the same profile and the measured pose (the
+        Controller node checks it again before any motion)."""
+        if self.estopped or self.estop_held:
+            return self.LATCHED
+        from ..controller import Controller
+        valid, reasons, _ = Controller(_ProfileOnly(self.node.profile)).validate(batch, self.node.measured_obs(),
+                                                                                  "operator")
+        return "" if valid is not None else self.first_reason(reasons)
 
     # -- checks ---------------------------------------------------------------------------------
     def _controller(self, action: str) -> None:
@@ -283,13 +329,16 @@ class RosRuntime(Runtime):
 
     def _pause(self, on: bool) -> None:
         self.paused = on
-        self.desk.set_paused(on)
+        if not on:
+            self.executor_parked = False
         self.node.pub_bool("pause", on)
+        self.desk.set_paused(on)               # (pushes the status)
 
     def do_pause(self, args, who):
         self._pause(True)
-        return {"detail": "pausing: the Controller holds at its next action boundary, the Executor before its "
-                          "next batch"}
+        st = self.status()
+        return {"detail": "paused: the arm is idle (you may jog)" if st["pause"] == "paused" else
+                f"pausing: {st['pause_note']}", "pause": st["pause"]}
 
     def do_resume(self, args, who):
         if self.estopped or self.estop_held:
@@ -345,9 +394,6 @@ class RosRuntime(Runtime):
         running = self._under_way()
         if running:
             raise ActionError(f"jog: the robot is executing batch {running[0]}; wait for it to end (or cancel it)", 409)
-        if self.episode_running and not self.paused:
-            raise ActionError("jog: the episode is running; pause it first (a jog runs while the episode is paused, "
-                              "or when no episode runs)", 409)
         bid = f"{self.next_jog_id()}-{self.node.origin[-4:]}"
         batch = {"schema_version": SCHEMA_VERSION, "batch_id": bid, "subgoal_id": "operator", "commands": [cmd],
                  "source": "operator", "rationale": f"operator jog ({who.get('name') or 'operator'})"}
@@ -408,7 +454,7 @@ class ConsoleNode(MotorMindNode):
                          ("eef_pose", self._on_pose), ("state", self._on_joints)):
             self.listen(name, fn)
         self.create_timer(0.5, self._discover)
-        self.create_timer(0.2, rt.release)
+        self.create_timer(0.2, rt.tick)
         print(f"console: {self.server.url}  token: {self.server.token}", flush=True)
 
     # -- records: marked with this console's origin (its own events are not folded twice) ------------
@@ -430,6 +476,20 @@ class ConsoleNode(MotorMindNode):
         return bool(r.success), str(r.message)
 
     # -- measured state and cameras ------------------------------------------------------------------
+    def measured_obs(self):
+        """The measured pose from the state topics as an Observation (None before any arrived)."""
+        with self._state_lock:
+            m = dict(self._measured)
+        if not (isinstance(m.get("eef_pos_mm"), list) and isinstance(m.get("eef_quat_xyzw"), list)):
+            return None
+        import numpy as np
+
+        from ..robot import Observation
+        w = float(m.get("gripper_width_mm") or 0.0)
+        return Observation(t=0.0, eef_pos_m=np.asarray(m["eef_pos_mm"], dtype=float) / 1000.0,
+                           eef_quat_xyzw=np.asarray(m["eef_quat_xyzw"], dtype=float), gripper_width_mm=w,
+                           gripper_fraction=min(1.0, w / max(self.profile.gripper_max_width_mm, 1e-9)))
+
     def merge_state(self, st: dict, push: bool = True) -> None:
         with self._state_lock:
             self._measured.update(st)

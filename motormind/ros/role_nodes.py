@@ -239,6 +239,7 @@ class ExecutorNode(RoleNode):
                 self.send("escalation", a.escalation.to_json())
             elif isinstance(a, Hold):
                 self.say("paused by the operator: holding before the next batch")
+                self.record("parked", reason="paused by the operator: holding before the next batch")   # the console
             elif isinstance(a, End):
                 self._end(a.result)
             # Verify, AwaitPlan: the Verifier and the Planner nodes answer the report and the verdict

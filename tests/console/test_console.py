@@ -252,14 +252,15 @@ def test_a_hostile_edit_is_rejected_and_the_episode_goes_on(console, tmp_path):
         rt.act("approve", {"id": p.id, "batch": '{"commands": [{"op": "move", "direction": "up", '
                                                  '"distance_mm": 500, "distance_mm": 10}]}'}, A)
     assert str(e.value).startswith("batch.commands[0]: duplicate key 'distance_mm'")
-    rt.act("approve", {"id": p.id, "batch": {"commands": [{"op": "rotate", "axis": {"yaw": 1}, "angle_deg": 10}]}}, A)
-    p2 = wait_for(lambda: next((q for q in host.session.desk.pending.values() if q.id != p.id), None))
-    assert robot.executed == []
-    rep = events(tmp_path, "report")[0]
-    assert rep["status"] == "rejected" and "commands[0].axis: must be a word" in rep["reason"]
-    rt.act("approve", {"id": p2.id}, A)
+    with pytest.raises(ActionError) as e:                   # the Controller's verdict is the approval's answer
+        rt.act("approve", {"id": p.id, "batch": {"commands": [{"op": "rotate", "axis": {"yaw": 1}, "angle_deg": 10}]}},
+               A)
+    assert e.value.status == 422 and str(e.value).startswith("rejected by the Controller: commands[0].axis: must be "
+                                                             "a word")
+    assert robot.executed == [] and p.id in host.session.desk.pending     # it still waits for the operator
+    rt.act("approve", {"id": p.id}, A)
     wait_for(lambda: host.episodes, what="the episode to end")
-    assert host.episodes[0]["success"] is True and host.episodes[0]["controller_rejections"] == 1
+    assert host.episodes[0]["success"] is True and host.episodes[0]["controller_rejections"] == 0
 
 
 def test_an_operator_answer_holding_two_batches_is_sent_back(console, tmp_path):

@@ -142,18 +142,143 @@ def test_estop_click_stops_mid_command_latches_and_needs_reset(page, tmp_path):
         assert 20 < first["achieved"]["translation_mm"][1] < 90
         assert second["status"] == "cancelled"
         shot(page, "03-estop-latched")
-        page.fill("#jog-mm", "10")
-        page.click("#jog-up")                                # latched: a jog is refused, nothing moves
+        page.fill("#jog-mm", "10")                           # latched: the jog pad is disabled, saying why
+        assert page.is_disabled("#jog-up") and "latched" in page.get_attribute("#jog-up", "title")
+        assert "latched" in page.inner_text("#jog-note")
+        page.evaluate("() => jog({op: 'move', direction: 'up', distance_mm: 10})")   # sent anyway: refused
         page.wait_for_function("document.getElementById('jog-result').innerText.includes('emergency stop latched')")
         assert robot.pos[1] == y
-        page.click("#btn-resume")                            # resume alone does not clear it
-        page.wait_for_function("document.getElementById('action-result').innerText.includes('reset it first')")
+        assert page.is_disabled("#btn-resume") and "reset it first" in page.get_attribute("#btn-resume", "title")
         page.click("#btn-reset")
         page.wait_for_function("!document.getElementById('estop-state').innerText.includes('LATCHED')")
         assert not host.session.controller.estopped
         page.keyboard.press("Escape")                        # the keyboard shortcut
         page.wait_for_function("document.getElementById('estop-state').innerText.includes('LATCHED')")
         assert host.session.controller.estopped
+    finally:
+        host.close()
+
+
+def _post(host, action, body, token=TOKEN):
+    req = urllib.request.Request(f"{host.session.url}api/action/{action}", json.dumps(body).encode(),
+                                 {"X-MotorMind-Token": token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _estop_box(page) -> dict:
+    return page.locator("#btn-estop").bounding_box()
+
+
+def test_pause_while_awaiting_approval_parks_then_a_jog_moves_the_arm(page, tmp_path):
+    """Issue 31 item 2: the page says "pausing..." until the server is parked, then "paused"; a
+    paused episode waiting for approval is parked, and a jog moves the arm; the approval given while
+    paused runs only after resume."""
+    host, robot = make_host(tmp_path, [CARRY], approval=True)
+    try:
+        page.goto(host.session.server.control_url)
+        page.fill("#instruction", "carry the tool left and up")
+        page.click("#form-instruction button")
+        page.wait_for_selector(".pending-item.review", timeout=20000)
+        page.click("#btn-pause")
+        page.wait_for_function("document.getElementById('estop-state').innerText === 'paused'")
+        assert host.session.desk.parked and host.session.runtime.status()["jog"] == ""
+        page.fill("#jog-mm", "20")
+        page.click("#jog-up")
+        page.wait_for_function("document.querySelector('#queue [data-batch=jog1]')?.innerText.includes('done')",
+                               timeout=10000)
+        assert "started" in page.inner_text("#jog-result")
+        assert robot.pos[2] * 1000 == pytest.approx(220, abs=1.5)
+        shot(page, "08-paused-awaiting-approval-jogged")
+        page.click(".pending-item.review button.approve")      # approved while paused: held until resume
+        page.wait_for_function("!document.querySelector('.pending-item.review')")
+        time.sleep(0.5)
+        assert [m.kind for m in robot.executed] == ["move"]    # the jog only
+        page.click("#btn-resume")
+        rep = wait_for(lambda: next((r for r in events(tmp_path / "runs", "report") if r["batch_id"] == "b1"), None),
+                       timeout=20, what="the approved batch's report")
+        assert rep["status"] == "done", rep
+        assert robot.pos * 1000 == pytest.approx([400, 60, 280], abs=1.5)
+    finally:
+        host.close()
+
+
+def test_an_estop_while_awaiting_approval_then_reset_resume_approve_runs_the_batch(page, tmp_path):
+    """Issue 31 item 1, on the page: e-stop while no batch runs, reset, resume, approve: the batch runs
+    (nothing of the e-stop is left to cancel it)."""
+    host, robot = make_host(tmp_path, [CARRY], approval=True)
+    try:
+        page.goto(host.session.server.control_url)
+        page.fill("#instruction", "carry the tool left and up")
+        page.click("#form-instruction button")
+        page.wait_for_selector(".pending-item.review", timeout=20000)
+        page.click("#btn-estop")
+        page.wait_for_function("document.getElementById('estop-state').innerText.includes('LATCHED')")
+        page.click("#btn-reset")
+        page.wait_for_function("!document.getElementById('estop-state').innerText.includes('LATCHED')")
+        page.click("#btn-resume")
+        page.wait_for_function("document.getElementById('estop-state').innerText === 'ready'")
+        page.click(".pending-item.review button.approve")
+        rep = wait_for(lambda: next((r for r in events(tmp_path / "runs", "report") if r["batch_id"] == "b1"), None),
+                       timeout=20, what="the approved batch's report")
+        assert rep["status"] == "done" and not rep["estop"], rep
+    finally:
+        host.close()
+
+
+def test_a_rejected_edit_shows_the_rejection_where_it_was_approved(page, tmp_path):
+    """Issue 31 item 3: the result of an approval is the Controller's verdict, in the approval panel."""
+    host, robot = make_host(tmp_path, [CARRY], approval=True)
+    try:
+        page.goto(host.session.server.control_url)
+        page.fill("#instruction", "carry the tool left and up")
+        page.click("#form-instruction button")
+        page.wait_for_selector(".pending-item.review", timeout=20000)
+        page.fill(".pending-item.review textarea",
+                  '{"commands": [{"op": "move", "direction": "up", "distance_mm": 500}]}')
+        page.click(".pending-item.review button.approve-edited")
+        sel = ".pending-item.review .approval-result"
+        page.wait_for_function(f"document.querySelector('{sel}')?.innerText.includes('rejected')")
+        text = page.inner_text(sel)
+        assert "rejected by the Controller: commands[0].distance_mm: 500 mm exceeds the per-command limit 100 mm" \
+            in text, text
+        assert "error" in page.get_attribute(sel, "class") and "approved" not in text
+        assert "edited and approved" not in page.inner_text("#action-result")
+        shot(page, "09-edit-rejected-in-the-panel")
+        assert robot.executed == [] and host.session.desk.pending       # nothing moved; it still waits
+        assert "rejected by the Controller" in page.inner_text("#pending-result")   # the panel's heading too
+        page.click(".pending-item.review button.approve")        # accepted: the batch leaves the panel
+        page.wait_for_function("document.getElementById('pending-result').innerText.includes('accepted')")
+        assert "ok" in page.get_attribute("#pending-result", "class")
+    finally:
+        host.close()
+
+
+def test_the_estop_button_never_moves_and_approve_is_disabled_while_latched(page, tmp_path):
+    """Issue 31 item 4: the stop control keeps its exact place latched and unlatched; approving cannot
+    run while latched, so Approve is disabled, with the reason shown."""
+    host, robot = make_host(tmp_path, [CARRY], approval=True)
+    try:
+        page.goto(host.session.server.control_url)
+        page.fill("#instruction", "carry the tool left and up")
+        page.click("#form-instruction button")
+        page.wait_for_selector(".pending-item.review", timeout=20000)
+        page.wait_for_function("document.getElementById('estop-state').innerText === 'ready'")
+        before = _estop_box(page)
+        assert page.is_enabled(".pending-item.review button.approve")
+        page.click("#btn-estop")
+        page.wait_for_function("document.getElementById('estop-state').innerText.includes('LATCHED')")
+        shot(page, "10-latched-approve-disabled")
+        assert _estop_box(page) == before
+        for b in ("approve", "approve-edited"):
+            sel = f".pending-item.review button.{b}"
+            assert page.is_disabled(sel) and "emergency stop is latched" in page.get_attribute(sel, "title")
+        assert "emergency stop is latched" in page.inner_text(".pending-item.review .why-disabled")
+        assert page.is_enabled(".pending-item.review button.reject")     # rejecting moves nothing: it may
+        page.click("#btn-reset")
+        page.wait_for_function("!document.getElementById('estop-state').innerText.includes('LATCHED')")
+        assert _estop_box(page) == before
+        assert page.is_enabled(".pending-item.review button.approve")
     finally:
         host.close()
 

@@ -33,9 +33,10 @@ const st = (s) => el("span", { class: "st st-" + String(s || "").split(" ")[0] }
 const fmt = (v) => (typeof v === "object" ? JSON.stringify(v) : String(v));
 
 function show(target, text, ok) {
-  const r = $(target);
+  const r = typeof target === "string" ? $(target) : target;
   r.textContent = text;
-  r.className = "result " + (ok ? "ok" : "error");
+  r.classList.remove("ok", "error");
+  r.classList.add("result", ok ? "ok" : "error");
 }
 
 async function act(action, body, target = "action-result") {
@@ -118,6 +119,15 @@ function renderCameras(s) {
   }
 }
 
+// an approval's answer is the Controller's verdict, shown in the approval panel: a refusal beside the
+// batch (which still waits), an acceptance under the panel's heading (the batch leaves the panel)
+async function decide(action, body, out) {
+  const r = await act(action, body, "pending-result");
+  if (!r.ok) show(out, $("pending-result").textContent, false);
+  else out.textContent = "";
+  return r;
+}
+
 function renderPending(s, canAct) {
   const box = $("pending");
   const items = (s.desk && s.desk.pending) || [];
@@ -129,15 +139,17 @@ function renderPending(s, canAct) {
     if (box.querySelector(`[data-id="${CSS.escape(p.id)}"]`)) continue;
     let node;
     if (p.kind === "review") {
+      const out = el("div", { class: "result approval-result" });   // the Controller's verdict, here
       const ta = el("textarea", { rows: 7, class: "edit" }, JSON.stringify({ commands: p.batch.commands }, null, 1));
       const note = el("input", { placeholder: "note (optional)", class: "note" });
       node = el("div", { class: "pending-item review", "data-id": p.id },
         el("div", {}, st("awaiting approval"), ` batch ${p.batch.batch_id} for ${p.batch.subgoal_id}`),
         ta, note,
         el("div", { class: "row" },
-          el("button", { class: "approve", onclick: () => act("approve", { id: p.id, note: note.value }) }, "approve"),
-          el("button", { class: "approve-edited", onclick: () => act("approve", { id: p.id, batch: ta.value, note: note.value }) }, "approve edited"),
-          el("button", { class: "reject", onclick: () => act("reject", { id: p.id, note: note.value }) }, "reject")));
+          el("button", { class: "approve", onclick: () => decide("approve", { id: p.id, note: note.value }, out) }, "approve"),
+          el("button", { class: "approve-edited", onclick: () => decide("approve", { id: p.id, batch: ta.value, note: note.value }, out) }, "approve edited"),
+          el("button", { class: "reject", onclick: () => decide("reject", { id: p.id, note: note.value }, out) }, "reject")),
+        el("div", { class: "why-disabled muted" }), out);
     } else {
       const c = p.context || {};
       const hint = p.role === "executor"
@@ -152,7 +164,13 @@ function renderPending(s, canAct) {
     }
     box.append(node);
   }
-  for (const b of box.querySelectorAll("button")) b.disabled = !canAct;
+  const cannot = (s.status && s.status.approve) || "";    // e.g. latched: approving cannot run now
+  for (const b of box.querySelectorAll("button")) {
+    const approving = b.classList.contains("approve") || b.classList.contains("approve-edited");
+    b.disabled = !canAct || (approving && !!cannot);
+    b.title = approving && cannot ? `cannot approve: ${cannot}` : "";
+  }
+  for (const n of box.querySelectorAll(".why-disabled")) n.textContent = cannot ? `approve disabled: ${cannot}` : "";
 }
 
 function renderQueue(s) {
@@ -193,12 +211,24 @@ function render(s) {
   $("mode").textContent = !hasToken ? "read-only" : mine ? "operator" : "token given";
   $("mode").className = "badge " + (mine ? "op" : "ro");
   const ctl = s.controller || {};
+  const stt = s.status || {};
   const es = $("estop-state");
-  es.textContent = ctl.estop ? `E-STOP LATCHED: ${ctl.estop_reason}` : ctl.paused ? `paused${ctl.held ? " (holding " + ctl.held + ")" : ""}` : "ready";
+  // what the server will act on: "pausing…" until the episode is parked, then "paused"
+  es.textContent = ctl.estop ? `E-STOP LATCHED: ${ctl.estop_reason}`
+    : stt.pause === "pausing" ? `pausing… ${stt.pause_note || ""}` : stt.pause === "paused" ? "paused" : "ready";
+  es.title = es.textContent;                       // the box has a fixed size: the full text on hover
   es.className = "estop-state" + (ctl.estop ? " latched" : "");
   const canAct = hasToken && (!holder || mine);
   for (const b of document.querySelectorAll(".controls button, .controls input, #jog-pad button, #btn-reset")) b.disabled = !canAct;
   $("btn-estop").disabled = false;                 // always there; without the token the server refuses it
+  const jogWhy = stt.jog || "";                    // why a jog cannot run now (latched, a batch executing)
+  for (const b of document.querySelectorAll("#jog-pad button")) {
+    b.disabled = !canAct || !!jogWhy;
+    b.title = jogWhy ? `cannot jog: ${jogWhy}` : "";
+  }
+  $("jog-note").textContent = jogWhy ? `jog disabled: ${jogWhy}` : "";
+  if (ctl.estop) { $("btn-resume").disabled = true; $("btn-resume").title = "cannot resume: the emergency stop is latched: reset it first"; }
+  else $("btn-resume").title = "";
   const shown = { "approval": !!desk.approval, "take-executor": (desk.takeover || []).includes("executor"),
                   "take-verifier": (desk.takeover || []).includes("verifier") };
   for (const [id, on] of Object.entries(shown)) if (!pendingToggles.has(id)) $(id).checked = on;
