@@ -334,8 +334,15 @@ def test_control_without_the_token_is_refused(page, tmp_path):
 
 @pytest.mark.sim
 def test_run_console_shows_a_libero_oracle_episode_live(page, tmp_path):
-    """`motormind run --console`: the page follows a LIBERO-PRO oracle episode; frames change as
-    the arm moves; the record keeps the operator's actions."""
+    """`motormind run --console --approval`: the page follows a LIBERO-PRO oracle episode; frames
+    change as the arm moves; the record keeps the operator's actions.
+
+    Issue 31 on the simulator (LIBERO's stop() while idle latched into the next execute): an e-stop
+    pressed while no batch runs, reset, resume, approve runs that batch (done, not 'emergency stop
+    mid-command ()'); a cancel's reason is never empty. The page says what the server acts on:
+    latched, approve/resume/jog disabled with the reason; reset while a batch awaits approval,
+    "paused" with the jog pad enabled; a pause mid-batch is "pausing..." (held between commands, the
+    jog pad disabled saying why) until resume."""
     import re
     import subprocess
     import sys
@@ -343,11 +350,20 @@ def test_run_console_shows_a_libero_oracle_episode_live(page, tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
     p = subprocess.Popen([sys.executable, "-m", "motormind.cli", "run", "--suite", "libero_spatial", "--task", "0",
-                          "--console", "127.0.0.1:0", "--console-token", TOKEN, "--no-media", "--out", str(out)],
+                          "--console", "127.0.0.1:0", "--console-token", TOKEN, "--approval", "--no-media",
+                          "--out", str(out)],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
     reader.start()
+
+    def report(bid):
+        f = out / "events.jsonl"
+        return next((r for r in (written_events(f, "report") if f.exists() else []) if r["batch_id"] == bid), None)
+
+    def state_is(text):
+        page.wait_for_function(f"document.getElementById('estop-state').innerText === {json.dumps(text)}")
+
     try:
         m = wait_for(lambda: re.search(r"console: (http://127\.0\.0\.1:\d+/)  token: (\S+)", "".join(lines)),
                      timeout=120, what="the console banner")
@@ -357,16 +373,50 @@ def test_run_console_shows_a_libero_oracle_episode_live(page, tmp_path):
         page.wait_for_selector("#cameras img[data-camera=agentview]", timeout=60000)
         page.wait_for_function("document.getElementById('episode').innerText.includes('privileged')")
         seqs = [int(page.get_attribute("#cameras img[data-camera=agentview]", "data-seq"))]
-        page.wait_for_function("document.querySelector('#queue .batch')", timeout=60000)
+        page.wait_for_selector(".pending-item.review", timeout=60000)     # b1 waits: no batch runs
+        assert "b1" in page.inner_text(".pending-item.review")
+        state_is("ready")
+
+        page.click("#btn-estop")                              # e-stop while idle
+        page.wait_for_function("document.getElementById('estop-state').innerText.includes('LATCHED')")
+        for sel in (".pending-item.review button.approve", "#btn-resume", "#jog-up"):
+            assert page.is_disabled(sel) and "latched" in page.get_attribute(sel, "title"), sel
+        shot(page, "06-libero-latched-while-idle")
+        page.click("#btn-reset")
+        state_is("paused")                                    # parked at the approval: the arm is idle
+        assert page.is_enabled("#jog-up") and page.inner_text("#jog-note") == ""
+        page.click("#btn-resume")
+        state_is("ready")
+        page.click(".pending-item.review button.approve")
+        rep = wait_for(lambda: report("b1"), timeout=120, what="b1's report")
+        assert rep["status"] == "done" and not rep["estop"], f"{rep['status']}: {rep['reason']}"   # nothing of it left
+        page.wait_for_function("document.querySelector('#queue [data-batch=b1]')?.innerText.includes('done')")
         page.wait_for_function(f"Number(document.querySelector('#cameras img[data-camera=agentview]').dataset.seq) > {seqs[0] + 2}",
                                timeout=60000)
-        shot(page, "06-libero-episode-running")
-        page.click("#btn-pause")                              # an operator action mid-episode, then go on
-        page.wait_for_function("document.getElementById('estop-state').innerText.startsWith('paused')")
+        shot(page, "07-libero-b1-done-after-estop-reset")
+
+        page.wait_for_selector(".pending-item.review", timeout=120000)    # b2: approve, pause mid-batch
+        assert "b2" in page.inner_text(".pending-item.review")
+        page.click(".pending-item.review button.approve")
+        page.wait_for_function("document.querySelector('#queue [data-batch=b2]')?.innerText.includes('running')",
+                               timeout=60000)
+        page.click("#btn-pause")
+        page.wait_for_function("document.getElementById('action-result').innerText.startsWith('pause: pausing')")
+        page.wait_for_function("document.getElementById('estop-state').innerText.startsWith('pausing… batch b2 before "
+                               "command') && document.getElementById('estop-state').innerText.includes('is held')",
+                               timeout=60000)
+        assert page.is_disabled("#jog-up") and "held by the pause" in page.get_attribute("#jog-up", "title")
+        assert report("b2") is None                          # held between commands, not ended
+        shot(page, "08-libero-pausing-held-mid-batch")
         page.click("#btn-resume")
+        state_is("ready")
+        rep2 = wait_for(lambda: report("b2"), timeout=120, what="b2's report")
+        assert rep2["status"] == "done", f"{rep2['status']}: {rep2['reason']}"
+        page.uncheck("#approval")                             # the rest runs without approval
         page.wait_for_function("document.getElementById('episode').innerText.includes('ended')", timeout=180000)
-        shot(page, "07-libero-episode-ended")
+        shot(page, "09-libero-episode-ended")
         assert "success" in page.inner_text("#episode")
+        assert "()" not in page.inner_text("#queue")
         p.wait(timeout=60)
     except Exception as e:
         shot(page, "06-libero-episode-FAILED")
@@ -378,6 +428,10 @@ def test_run_console_shows_a_libero_oracle_episode_live(page, tmp_path):
     assert p.returncode == 0, "".join(lines)[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["success"] and summary["privileged"]
-    acts = [(e["action"], e["ok"]) for e in map(json.loads, (out / "events.jsonl").read_text().splitlines())
-            if e["kind"] == "operator_action"]
-    assert acts == [("pause", True), ("resume", True)]
+    evs = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    acts = [(e["action"], e["ok"]) for e in evs if e["kind"] == "operator_action"]
+    assert acts == [("estop", True), ("reset", True), ("resume", True), ("approve", True), ("approve", True),
+                    ("pause", True), ("resume", True), ("approval", True)], acts
+    reasons = [r["reason"] for e in evs if e["kind"] == "report" for r in [e, *e["results"]]
+               if r["status"] == "cancelled"]
+    assert all(r.strip() and not r.endswith("()") for r in reasons), reasons      # a cancel always says why
