@@ -29,6 +29,7 @@ from . import SCHEMA_VERSION
 from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch
 from .errors import CommandError, ConfigError, RobotFault
 from .geometry import angle_between, axis_angle_to_mat, quat_to_mat, rot_error
+from .grasp import GraspTracker
 from .results import BATCH_PRECEDENCE, FaultKind, Status
 from .robot import Motion, MotionResult, Observation, Robot
 from .strict_json import check_depth, decode_json, show, writable
@@ -144,6 +145,7 @@ class Controller:
         self._go.set()
         self.pause_reason = ""
         self.holding = ""                      # "batch b3 before command 2" while a pause holds it
+        self.grasp = GraspTracker()            # held or not: the one definition (motormind/grasp.py)
 
     # -- emergency stop -------------------------------------------------------------------------
     def emergency_stop(self, reason: str = "emergency stop") -> None:
@@ -320,6 +322,7 @@ class Controller:
         results: list[CommandResult] = []
         stop_reason = ""
         stop_status = ""
+        grasp_news = self.grasp.start_batch(obs0.gripper_width_mm)   # said on the first command that runs
         rot_goal = quat_to_mat(obs0.eef_quat_xyzw)   # orientation is held along the batch
         obs = obs0
         steps_total = 0
@@ -330,8 +333,10 @@ class Controller:
         for i, cmd in enumerate(cmds):
             cj = cmd.to_json()
             if chain is not None and (cancel.cancelled or self.paused or not isinstance(cmd, (Move, Rotate))):
+                gap0 = obs.gripper_width_mm
                 obs = self._settle(results[-1], chain, obs, rot_goal)   # the boundary is a stop here
                 steps_total += results[-1].settle_steps
+                self._say_grasp(results[-1], self.grasp.during("move", gap0, obs.gripper_width_mm))
                 chain = None
             if not stop_reason and hold:
                 self._hold(bid, i, cancel)
@@ -348,9 +353,16 @@ class Controller:
             nxt = cmds[i + 1] if i + 1 < len(cmds) else None
             # a move or rotation followed by another passes through: the next one corrects what is left
             flows = isinstance(cmd, (Move, Rotate)) and isinstance(nxt, (Move, Rotate))
+            gap0 = obs.gripper_width_mm
             res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend_m if flows else 0.0, chain,
                                                    blend_rad if flows else 0.0)
             chain = res.passed_target if res.status == "done" else None
+            if isinstance(cmd, (Move, Rotate, Wait)) and res.status != "rejected":
+                self._say_grasp(res, self.grasp.during({"move": "move", "rotate": "rotation", "wait": "wait"}[cmd.op],
+                                                       gap0, obs.gripper_width_mm))
+            if grasp_news and res.status != "rejected":
+                self._say_grasp(res, grasp_news)
+                grasp_news = ""
             steps_total += res.steps
             results.append(res)
             self.on_event("command_end", {"batch_id": bid, **res.to_json()})
@@ -365,8 +377,10 @@ class Controller:
             if stop_reason:
                 stop_reason = "not run: " + stop_reason
         if chain is not None and results:              # (a blended move is never the last one run)
+            gap0 = obs.gripper_width_mm
             obs = self._settle(results[-1], chain, obs, rot_goal)
             steps_total += results[-1].settle_steps
+            self._say_grasp(results[-1], self.grasp.during("move", gap0, obs.gripper_width_mm))
         self.current = None
         statuses = [r.status for r in results]
         status = next((s for s in BATCH_PRECEDENCE if s in statuses), Status.DONE)
@@ -487,11 +501,24 @@ class Controller:
                 status = "blocked"
                 reason = (f"{'stopped by contact: ' if mres.contact else ''}rotation error {err_deg:.1f} deg "
                           f"> tolerance {tol.rotation_deg:g} deg" + (f" ({mres.note})" if mres.note else ""))
-        elif motion.kind == "gripper" and not mres.converged:
-            status = "blocked"
-            reason = mres.note or "gripper did not reach its target"
+        elif motion.kind == "gripper":
+            # held or not is the tracker's word, the same for every backend; the backend's note adds detail
+            said = self.grasp.gripper(obs.gripper_width_mm, end.gripper_width_mm,
+                                      cmd.width * prof.gripper_max_width_mm, stalled=mres.contact,
+                                      full=bool(cmd.action))
+            if not mres.converged:
+                status = "blocked"
+                reason = f"{mres.note or 'gripper did not reach its target'}; {said}"
+            else:
+                reason = said + (f" ({mres.note})" if mres.note and not mres.contact else "")
         return (CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
                               motion.to_json()), end, rot_goal)
+
+    @staticmethod
+    def _say_grasp(res: "CommandResult", said: str) -> None:
+        """Add what the grasp tracker says about a command to its reason."""
+        if said:
+            res.reason = f"{res.reason}; {said}" if res.reason else said
 
     def _stopped_reason(self, mres: MotionResult, estops0: int) -> str:
         """What stopped a command the backend reports ``stopped``: never empty."""

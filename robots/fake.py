@@ -3,7 +3,9 @@ at the profile's speed, one control period per step, and can be told to stall (a
 fault. Time is simulated (no sleeping) unless ``realtime`` is set.
 
 ``OvershootingFakeRobot`` is a test double of a backend that settles within tolerance but past its
-target (a real servo may): the workspace box must hold for what is commanded, not what was planned."""
+target (a real servo may): the workspace box must hold for what is commanded, not what was planned.
+``SlippingFakeRobot`` is a test double of a grasp that is lost: a close stalls on an object, which
+slips out during a later motion (the grasp report, motormind/grasp.py)."""
 from __future__ import annotations
 
 import math
@@ -91,7 +93,8 @@ class FakeRobot(Robot):
             if self.grip_object_mm is not None and motion.gripper is not None:
                 floor = self.grip_object_mm / prof.gripper_max_width_mm
                 if self.gripper <= floor + 1e-9 and dg < 0:
-                    return MotionResult(k, converged=True, note=f"stalled: holding at {self.grip_object_mm:.1f} mm")
+                    return MotionResult(k, converged=True, contact=True,   # stalled on the object
+                                        note=f"stalled: holding at {self.grip_object_mm:.1f} mm")
             near = max(tol, motion.blend_m)             # a blended move passes within blend_m
             if np.linalg.norm(dp) <= near and np.linalg.norm(dr) < 1e-4 and abs(dg) < 1e-6:
                 return MotionResult(k, converged=True)
@@ -137,6 +140,34 @@ class FakeConfig:
     def build(self, profile: RobotProfile) -> FakeRobot:
         return FakeRobot(profile, start_pos_m=tuple(v / 1000.0 for v in self.start_pos_mm), realtime=self.realtime,
                          image_size=self.image_size)
+
+
+class SlippingFakeRobot(FakeRobot):
+    """Test double: an object of ``grip_object_mm`` is between the fingers (a close stalls on it), and it
+    slips out during the ``slip_on``-th motion that is not a gripper motion after the fingers stalled on
+    it: during that motion the object is gone and the fingers close to where their command puts them
+    (closed: 0 mm)."""
+
+    def __init__(self, *args, grip_object_mm: float = 11.4, slip_on: int = 1, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.grip_object_mm = grip_object_mm
+        self.slip_on = slip_on
+        self._after_stall: int | None = None     # motions since the stall (None: not stalled on it)
+        self._grip_target = self.gripper
+
+    def execute(self, motion: Motion, estop: threading.Event) -> MotionResult:
+        if motion.kind == "gripper":
+            self._grip_target = float(motion.gripper)
+            res = super().execute(motion, estop)
+            self._after_stall = 0 if res.contact else None
+            return res
+        if self._after_stall is not None and self.grip_object_mm is not None:
+            self._after_stall += 1
+            if self._after_stall == self.slip_on:   # it slips out as this motion starts: the fingers close
+                self.grip_object_mm = None           # on nothing while the arm moves
+                self.gripper = self._grip_target
+                self._after_stall = None
+        return super().execute(motion, estop)
 
 
 class OvershootingFakeRobot(FakeRobot):
