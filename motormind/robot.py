@@ -29,6 +29,9 @@ class Observation:
     joints_rad: np.ndarray = field(default_factory=lambda: np.zeros(0))
     images: dict = field(default_factory=dict)   # name -> HxWx3 uint8, upright
     step: int = 0                    # control steps so far (simulation)
+    depth: dict = field(default_factory=dict)    # name -> HxW float32 m along the optical axis, the size and
+                                     # orientation of that camera's image, NaN where no reading (asked
+                                     # with observe(images=True, depth=True); only cameras that have depth)
 
     def state_dict(self) -> dict:
         """Measured state in prompt units (mm, degrees), as the roles see it."""
@@ -84,8 +87,9 @@ class Robot(ABC):
     profile: RobotProfile
 
     @abstractmethod
-    def observe(self, images: bool = False) -> Observation:
-        """Measured state now; camera images only when asked (rendering is expensive)."""
+    def observe(self, images: bool = False, depth: bool = False) -> Observation:
+        """Measured state now; camera images only when asked (rendering is expensive), and with
+        ``depth`` (and ``images``) a depth image of each camera that has one (``Observation.depth``)."""
 
     @abstractmethod
     def execute(self, motion: Motion, estop: threading.Event) -> MotionResult:
@@ -108,3 +112,13 @@ class Robot(ABC):
     @property
     def camera_names(self) -> list[str]:
         return []
+
+    # the fingers close along this unit vector of the end-effector frame (marks' closing line)
+    closing_axis_eef: tuple = (0.0, 1.0, 0.0)
+
+    def cameras(self) -> dict:
+        """Each calibrated camera's ``motormind.grounding.camera.CameraCalibration`` at its image
+        size now (a gripper camera's pose is relative to the end effector: evaluate it at an
+        observation's eef pose). A camera of ``camera_names`` missing here has no calibration;
+        one whose ``depth`` is False says why in ``no_depth_reason`` (docs/grounding.md)."""
+        return {}

@@ -24,7 +24,7 @@ from motormind.robot import Motion, MotionResult, Observation, Robot
 
 class FakeRobot(Robot):
     def __init__(self, profile: RobotProfile | None = None, start_pos_m=(0.4, 0.0, 0.2),
-                 realtime: bool = False, image_size: int = 32):
+                 realtime: bool = False, image_size: int = 32, depth: bool = True):
         self.profile = profile or load_profile("fake")
         self.pos = np.array(start_pos_m, dtype=float)
         self.rot = np.diag([1.0, -1.0, -1.0])      # tool pointing down
@@ -33,6 +33,7 @@ class FakeRobot(Robot):
         self.steps = 0
         self.realtime = realtime
         self.image_size = image_size
+        self.has_depth = bool(depth)                 # the synthetic camera gives a depth image
         self.executed: list[Motion] = []
         self.obstacle_z_m: float | None = None      # the arm cannot go below this (a table, say)
         self.grip_object_mm: float | None = None     # an object of this width is between the fingers
@@ -44,23 +45,43 @@ class FakeRobot(Robot):
     def camera_names(self) -> list[str]:
         return ["front"]
 
-    def observe(self, images: bool = False) -> Observation:
+    # the synthetic camera "front": straight down from CAMERA_HEIGHT_M above the workspace's centre,
+    # the image's up the robot's forward (+x), its right the robot's right (-y) (configs/robots/fake.yaml)
+    CAMERA_HEIGHT_M = 1.0
+    CAMERA_FOVY_DEG = 60.0
+    TABLE_Z_M = 0.0                                  # the depth image sees a flat table at this height
+
+    def cameras(self) -> dict:
+        from motormind.grounding.camera import CameraCalibration
+        ws = self.profile.workspace_mm
+        centre = (sum(ws["x"]) / 2000.0, sum(ws["y"]) / 2000.0, self.CAMERA_HEIGHT_M)
+        axes = np.array([[0.0, -1.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]).T   # OpenCV x, y, z as columns
+        cal = CameraCalibration.from_fovy("front", self.image_size, self.image_size, self.CAMERA_FOVY_DEG,
+                                          "fixed", centre, axes, source="robots/fake.py (synthetic)")
+        return {"front": cal.with_depth(self.has_depth, "the fake's camera was built without depth (depth=False)")}
+
+    def observe(self, images: bool = False, depth: bool = False) -> Observation:
         imgs = {"front": self._render()} if images else {}
+        deps = {"front": self._depth()} if (images and depth and self.has_depth) else {}
         w = self.gripper * self.profile.gripper_max_width_mm
         return Observation(t=self.t, eef_pos_m=self.pos.copy(), eef_quat_xyzw=mat_to_quat(self.rot),
                            gripper_width_mm=w, gripper_fraction=self.gripper,
-                           joints_rad=np.zeros(6), images=imgs, step=self.steps)
+                           joints_rad=np.zeros(6), images=imgs, step=self.steps, depth=deps)
 
     def _render(self) -> np.ndarray:
-        """A tiny synthetic top view: a bright dot where the tool is (so frames change as it moves)."""
+        """A tiny synthetic top view through the calibrated camera: a bright dot where the tool is."""
         n = self.image_size
         img = np.full((n, n, 3), 40, dtype=np.uint8)
-        ws = self.profile.workspace_mm
-        u = (self.pos[1] * 1000 - ws["y"][0]) / (ws["y"][1] - ws["y"][0])
-        v = (self.pos[0] * 1000 - ws["x"][0]) / (ws["x"][1] - ws["x"][0])
-        r, c = int(np.clip((1 - v) * (n - 1), 0, n - 1)), int(np.clip((1 - u) * (n - 1), 0, n - 1))
-        img[max(0, r - 1):r + 2, max(0, c - 1):c + 2] = (255, 200, 0)
+        p = self.cameras()["front"].project_point(self.pos)
+        if p is not None:
+            c, r = int(np.clip(round(p[0]), 0, n - 1)), int(np.clip(round(p[1]), 0, n - 1))
+            img[max(0, r - 1):r + 2, max(0, c - 1):c + 2] = (255, 200, 0)
         return img
+
+    def _depth(self) -> np.ndarray:
+        """The table's distance along the optical axis at every pixel (the camera faces it squarely)."""
+        n = self.image_size
+        return np.full((n, n), self.CAMERA_HEIGHT_M - self.TABLE_Z_M, dtype=np.float32)
 
     def _tick(self) -> None:
         self.steps += 1

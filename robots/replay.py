@@ -19,9 +19,10 @@ class RecordingRobot(Robot):
         self.observations: list[Observation] = []
         self.results: list[MotionResult] = []
         self.motions: list[Motion] = []
+        self.calibrations: dict = {}
 
-    def observe(self, images: bool = False) -> Observation:
-        obs = self.inner.observe(images)
+    def observe(self, images: bool = False, depth: bool = False) -> Observation:
+        obs = self.inner.observe(images, depth) if depth else self.inner.observe(images)
         self.observations.append(copy.deepcopy(obs))
         return obs
 
@@ -38,13 +39,21 @@ class RecordingRobot(Robot):
     def camera_names(self) -> list[str]:
         return self.inner.camera_names
 
+    @property
+    def closing_axis_eef(self):
+        return self.inner.closing_axis_eef
+
+    def cameras(self) -> dict:
+        self.calibrations = dict(self.inner.cameras())
+        return self.calibrations
+
     def close(self) -> None:
         self.inner.close()
 
 
 class ReplayRobot(Robot):
     def __init__(self, profile, observations: list[Observation], results: list[MotionResult],
-                 camera_names: list[str] | None = None):
+                 camera_names: list[str] | None = None, calibrations: dict | None = None):
         self.profile = profile
         self._obs = list(observations)
         self._res = list(results)
@@ -52,12 +61,16 @@ class ReplayRobot(Robot):
         # the recorded backend's cameras (default: those of the first recorded observation with images)
         self._cameras = list(camera_names) if camera_names is not None else \
             next((list(o.images) for o in self._obs if o.images), [])
+        self._calibrations = dict(calibrations or {})   # name -> CameraCalibration (RecordingRobot.calibrations)
 
     @property
     def camera_names(self) -> list[str]:
         return self._cameras
 
-    def observe(self, images: bool = False) -> Observation:
+    def cameras(self) -> dict:
+        return dict(self._calibrations)
+
+    def observe(self, images: bool = False, depth: bool = False) -> Observation:
         if not self._obs:
             raise RuntimeError("replay: the recorded observation sequence is exhausted")
         return copy.deepcopy(self._obs.pop(0))

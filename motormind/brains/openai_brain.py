@@ -87,6 +87,8 @@ class VLMConfig:
     image_format: str = "png"                   # png | jpeg
     jpeg_quality: int = 90
     send_images: bool = True                    # false for text-only models
+    marks: bool | dict = True                   # marks drawn on the images (grounding/marks.py): true, false or
+                                                #  {grip_point, arrows, arrow_mm, scale_bar_mm, closing_line, labels}
     timeout_s: float = 60.0
     retries: int = 3                            # retries after the first attempt (429, 5xx, timeouts)
     backoff_s: float = 1.0                      # first backoff; doubles each retry
@@ -144,6 +146,8 @@ class VLMConfig:
             raise ConfigError(f"retries: must be an integer >= 0, got {self.retries!r}")
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
             raise ConfigError(f"max_tokens: must be a positive integer, got {self.max_tokens!r}")
+        from ..grounding.marks import MarkOptions
+        MarkOptions.parse(self.marks)               # a bad option is an error naming marks.<field>
         if self.image_size is not None and (not isinstance(self.image_size, int) or self.image_size < 8):
             raise ConfigError(f"image_size: must be an integer >= 8 (or null), got {self.image_size!r}")
         bad = sorted(set(self.prices) - {"input_per_mtok", "output_per_mtok"})
