@@ -220,3 +220,40 @@ def test_instruction_approval_and_verifier_takeover_across_processes(console):
     assert {("estop", False), ("jog", False), ("jog", True), ("estop", True), ("reset", True), ("instruction", True),
             ("approval", True), ("takeover", True), ("reject", True), ("approve", True), ("answer", True)} <= seen, seen
     assert all(isinstance(m["t"], float) and m["node"] == "console" and m["by"] == "tester" for m in acts)
+
+
+def test_pause_while_a_batch_awaits_approval_parks_and_a_jog_moves_the_arm(console):
+    """Issue 31 item 2 over ROS: paused while the Executor waits on this console's desk for an
+    approval, the console says "paused" (the episode is parked; a jog may run) and a jog moves the
+    arm; the batch approved meanwhile is handed over only on resume, then runs."""
+    c, pr = console, console.probe
+    n0 = {k: len(pr.msgs[k]) for k in ("report", "commands", "episode")}
+    assert c.act("approval", {"on": True})[0] == 200
+    assert c.act("takeover", {"role": "verifier", "on": False})[0] == 200      # the brain gives the verdict
+    assert c.act("instruction", {"text": "reach up once more"})[0] == 200
+    st = c.wait(lambda s: any(p["kind"] == "review" for p in s["desk"]["pending"]), 30, "a batch awaiting approval")
+    p = next(p for p in st["desk"]["pending"] if p["kind"] == "review")
+    bid, z0 = p["batch"]["batch_id"], c.z()
+
+    code, out = c.act("pause")
+    assert code == 200, out
+    st = c.wait(lambda s: (s.get("status") or {}).get("pause") == "paused", 10, 'the console saying "paused"')
+    assert st["status"]["jog"] == "" and st["desk"]["parked"], st["status"]
+    code, out = c.act("jog", {"command": {"op": "move", "direction": "up", "distance_mm": 10}})
+    assert code == 200, out
+    rep = pr.wait_for("report", lambda m: m.get("batch_id") == out["batch_id"], timeout=20, start=n0["report"])
+    assert rep["status"] == "done", rep
+    c.wait(lambda s: abs(s["measured"]["eef_pos_mm"][2] - (z0 + 10)) < 1.0, 10, "the pose after the jog")
+
+    code, out = c.act("approve", {"id": p["id"]})
+    assert code == 200 and "it runs when you resume" in out["detail"], out
+    time.sleep(1.0)                                    # approved while paused: nothing handed over yet
+    assert not [m for m in pr.msgs["commands"][n0["commands"]:] if m.get("batch_id") == bid]
+    assert c.state()["status"]["pause"] == "paused"
+    assert c.act("resume")[0] == 200
+    done = pr.wait_for("report", lambda m: m.get("batch_id") == bid, timeout=20, start=n0["report"])
+    assert done["status"] == "done", done
+    assert abs(done["end_state"]["eef_pos_mm"][2] - (z0 + 10 + 30)) < 1.0      # the jog, then the batch's 30 mm up
+    assert c.act("approval", {"on": False})[0] == 200                            # the rest runs unreviewed
+    end = pr.wait_for("episode", lambda m: m.get("event") == "end", timeout=20, start=n0["episode"])
+    assert end["result"]["success"], end
