@@ -5,10 +5,15 @@ A batch on the wire::
     {"schema_version": 1, "batch_id": "b3", "subgoal_id": "s1",
      "commands": [{"op": "move", "direction": "forward", "distance_mm": 12.2},
                   {"op": "move", "vector": [1, 1, 0], "distance_mm": 20},
+                  {"op": "move", "direction": "down", "distance_mm": 60, "until": "contact"},  # guarded
                   {"op": "rotate", "axis": "yaw", "angle_deg": 15},
                   {"op": "gripper", "action": "close"},        # or "open", or {"width": 0.4}
                   {"op": "wait", "seconds": 0.5},
                   {"op": "done"}]}
+
+Any command may carry a ``note`` (kept, echoed in the report, never acted on). Each op's fields are
+one table (``OpSpec``): the response schema a model is shown (``vocabulary.command_schema``) and this
+parser read it, so the two cannot disagree (tests/core/test_schema_parser_agree.py).
 
 Parsing checks shape and types and the profile's per-command limits; it never clips. Every
 error names the field (``commands[2].distance_mm``) and the limit it broke. It takes any decoded
@@ -31,7 +36,7 @@ from .errors import CommandError
 from .profile import RobotProfile
 from .strict_json import check_depth, decode_json, finite_number, show
 
-NOTE_MAX_CHARS = 500         # a done command's note
+NOTE_MAX_CHARS = 500         # a command's note (any op)
 ID_MAX_CHARS = 64            # batch_id, subgoal_id, source
 # An id (a batch's, a subgoal's, a cancel's batch id: every id of a JSON payload) is a short token of a
 # safe alphabet: it is echoed into prompts and logs, so a newline, a quote or a control character in one
@@ -50,28 +55,61 @@ BATCH_FIELDS = ("schema_version", "batch_id", "subgoal_id", "commands", "source"
 @dataclass(frozen=True)
 class FieldSpec:
     name: str
-    schema: dict             # the field's JSON schema (the Controller checks values and limits)
+    schema: dict             # the field's JSON schema (what the schema can say; the Controller checks the
+                             # profile's limits, the workspace box and the tilt bound, which the prompt states)
     doc: str = ""
+    required: bool = False   # every command of the op gives it
 
 
 @dataclass(frozen=True)
 class OpSpec:
-    """One op of the vocabulary, the one definition every rendering reads (``motormind/vocabulary.py``:
-    the response schema, the Executor's prompt, docs/commands.md, the console's queue)."""
+    """One op of the vocabulary, the one definition every reader follows: the response schema a model
+    is shown (``vocabulary.command_schema``: one form per op and choice), the parser that judges its
+    answer (``parse_command``: the allowed, required and exactly-one-of fields come from here), the
+    Executor's prompt, docs/commands.md and the console's queue (``motormind/vocabulary.py``)."""
     op: str
-    fields: tuple            # FieldSpec, in wire order
+    fields: tuple            # FieldSpec, in wire order (the COMMON ones follow on every op)
     meaning: str             # docs/commands.md
     fields_doc: str          # docs/commands.md: the fields and their rules
     prompt: tuple            # the Executor's prompt lines ({directions}, {axes}, {rotation_frame}: the profile's)
     example: tuple           # wire forms, for the docs
+    one_of: tuple = ()       # field names of which exactly one is given (a move's direction or vector)
+
+    @property
+    def all_fields(self) -> tuple:
+        return (*self.fields, *COMMON_FIELDS)
 
     @property
     def names(self) -> set:
-        return {"op", *(f.name for f in self.fields)}
+        return {"op", *(f.name for f in self.all_fields)}
+
+    @property
+    def required(self) -> tuple:
+        return tuple(f.name for f in self.fields if f.required)
+
+    def forms(self) -> list[tuple[tuple, tuple]]:
+        """(required field names, allowed FieldSpecs) of each form a command of this op takes: one
+        per choice of ``one_of`` (the schema's ``anyOf``), else one."""
+        choices = self.one_of or (None,)
+        return [(self.required + ((c,) if c else ()),
+                 tuple(f for f in self.all_fields if f.name not in self.one_of or f.name == c)) for c in choices]
+
+
+# A note may ride on any command: a model explains its commands (3 of the first 9 real-VLM episodes
+# did). It is kept, echoed in the report with the command it rides on (a report quotes it as data), and
+# never acted on.
+COMMON_FIELDS = (FieldSpec("note", {"type": "string", "maxLength": NOTE_MAX_CHARS},
+                           f"optional, at most {NOTE_MAX_CHARS} characters: kept and echoed in the report, "
+                           "never acted on"),)
+UNTIL = ("contact",)          # what a guarded move stops at
 
 
 _NUMBER = {"type": "number"}
 _WORD = {"type": "string"}
+
+
+def _with_note(d: dict, note: str) -> dict:
+    return {**d, "note": note} if note else d
 
 
 @dataclass(frozen=True)
@@ -79,29 +117,50 @@ class Move:
     vector: tuple            # unit vector, base frame
     distance_mm: float
     direction: str = ""      # the word, when one was used
+    until: str = ""          # "contact": a guarded move (ends done at the first contact, the batch goes on)
+    note: str = ""
 
     op = "move"
     SPEC = OpSpec(
         "move",
         (FieldSpec("direction", _WORD, "a direction word of the profile"),
-         FieldSpec("vector", {"type": "array", "items": _NUMBER}, "[x, y, z], base frame"),
-         FieldSpec("distance_mm", _NUMBER, "mm, > 0")),
-        "relative translation of the grip point",
+         FieldSpec("vector", {"type": "array", "minItems": 3, "maxItems": 3,
+                              "items": {"type": "number", "minimum": -VECTOR_ELEMENT_MAX,
+                                        "maximum": VECTOR_ELEMENT_MAX}}, "[x, y, z], base frame"),
+         FieldSpec("distance_mm", _NUMBER, "mm, > 0", required=True),
+         FieldSpec("until", {"type": "string", "enum": list(UNTIL)}, "contact: a guarded move")),
+        "relative translation of the grip point; with `until: contact` a guarded move: it ends `done` at the "
+        "first contact and the batch goes on; one that travels its whole distance without contact is `blocked` "
+        "(nothing was met: what was queued for the contact is not run)",
         "`direction` (a word of the profile) **or** `vector` [x, y, z] (base frame, normalised; each element within "
-        "-10000..10000, not the zero vector), and `distance_mm` > 0",
-        ('{{"op": "move", "direction": <one of {directions}>, "distance_mm": d}}',
-         '{{"op": "move", "vector": [x, y, z], "distance_mm": d}}   (direction given as a base-frame vector)'),
+        "-10000..10000, not the zero vector), and `distance_mm` > 0; optional `until`: `contact` (a robot whose "
+        "profile has `limits.guarded_moves` false refuses it)",
+        ('{{"op": "move", "direction": <one of {directions}>, "distance_mm": d}}   (d > 0)',
+         '{{"op": "move", "vector": [x, y, z], "distance_mm": d}}   (direction given as a base-frame vector, not [0, 0, 0])',
+         '{{"op": "move", "direction": "down", "distance_mm": d, "until": "contact"}}   (a guarded move, any direction: '
+         'stops at the first contact, ends done there and the batch goes on, e.g. to a close; if it travels all of d '
+         'without contact it is blocked and the rest of the batch is not run; only where limits.guarded_moves is '
+         'true)'),
         ({"op": "move", "direction": "forward", "distance_mm": 12.2},
-         {"op": "move", "vector": [1, 1, 0], "distance_mm": 20}))
+         {"op": "move", "vector": [1, 1, 0], "distance_mm": 20},
+         {"op": "move", "direction": "down", "distance_mm": 60, "until": "contact",
+          "note": "down onto the can's top, then close"}),
+        one_of=("direction", "vector"))
 
     @property
     def displacement_mm(self) -> np.ndarray:
         return np.asarray(self.vector) * self.distance_mm
 
+    @property
+    def guarded(self) -> bool:
+        return self.until == "contact"
+
     def to_json(self) -> dict:
         if self.direction:
-            return {"op": "move", "direction": self.direction, "distance_mm": self.distance_mm}
-        return {"op": "move", "vector": [round(v, 6) for v in self.vector], "distance_mm": self.distance_mm}
+            d = {"op": "move", "direction": self.direction, "distance_mm": self.distance_mm}
+        else:
+            d = {"op": "move", "vector": [round(v, 6) for v in self.vector], "distance_mm": self.distance_mm}
+        return _with_note({**d, **({"until": self.until} if self.until else {})}, self.note)
 
 
 @dataclass(frozen=True)
@@ -109,12 +168,13 @@ class Rotate:
     axis: str
     axis_vector: tuple
     angle_deg: float
+    note: str = ""
 
     op = "rotate"
     SPEC = OpSpec(
         "rotate",
-        (FieldSpec("axis", _WORD, "roll, pitch or yaw (the profile's axes)"),
-         FieldSpec("angle_deg", _NUMBER, "degrees, signed")),
+        (FieldSpec("axis", _WORD, "roll, pitch or yaw (the profile's axes)", required=True),
+         FieldSpec("angle_deg", _NUMBER, "degrees, signed", required=True)),
         "rotation about the grip point",
         "`axis` (roll, pitch, yaw: base-frame axes per the profile), `angle_deg` (signed)",
         ('{{"op": "rotate", "axis": <one of {axes}>, "angle_deg": a}}   (about {rotation_frame}-frame axes; sign '
@@ -122,44 +182,48 @@ class Rotate:
         ({"op": "rotate", "axis": "yaw", "angle_deg": -15},))
 
     def to_json(self) -> dict:
-        return {"op": "rotate", "axis": self.axis, "angle_deg": self.angle_deg}
+        return _with_note({"op": "rotate", "axis": self.axis, "angle_deg": self.angle_deg}, self.note)
 
 
 @dataclass(frozen=True)
 class Gripper:
     width: float             # fraction of the full stroke: 0 closed, 1 open
     action: str = ""         # "open" / "close" when the word was used
+    note: str = ""
 
     op = "gripper"
     SPEC = OpSpec(
         "gripper",
         (FieldSpec("action", {"type": "string", "enum": ["open", "close"]}, "open or close"),
-         FieldSpec("width", _NUMBER, "fraction of the full stroke, 0..1")),
+         FieldSpec("width", {"type": "number", "minimum": 0, "maximum": 1}, "fraction of the full stroke, 0..1")),
         "",
         "`action` open/close **or** `width` 0..1 (fraction of the full stroke)",
         ('{{"op": "gripper", "action": "open" | "close"}}  or  {{"op": "gripper", "width": w}}  (w in 0..1 of the '
          'full stroke)',),
-        ({"op": "gripper", "action": "close"}, {"op": "gripper", "width": 0.4}))
+        ({"op": "gripper", "action": "close"}, {"op": "gripper", "width": 0.4}),
+        one_of=("action", "width"))
 
     def to_json(self) -> dict:
-        return {"op": "gripper", "action": self.action} if self.action else {"op": "gripper", "width": self.width}
+        return _with_note({"op": "gripper", "action": self.action} if self.action
+                          else {"op": "gripper", "width": self.width}, self.note)
 
 
 @dataclass(frozen=True)
 class Wait:
     seconds: float
+    note: str = ""
 
     op = "wait"
     SPEC = OpSpec(
         "wait",
-        (FieldSpec("seconds", _NUMBER, "s, > 0"),),
+        (FieldSpec("seconds", _NUMBER, "s, > 0", required=True),),
         "hold the pose",
         "`seconds` > 0",
-        ('{{"op": "wait", "seconds": s}}',),
+        ('{{"op": "wait", "seconds": s}}   (s > 0)',),
         ({"op": "wait", "seconds": 0.5},))
 
     def to_json(self) -> dict:
-        return {"op": "wait", "seconds": self.seconds}
+        return _with_note({"op": "wait", "seconds": self.seconds}, self.note)
 
 
 @dataclass(frozen=True)
@@ -169,21 +233,26 @@ class Done:
     op = "done"
     SPEC = OpSpec(
         "done",
-        (FieldSpec("note", {"type": "string", "maxLength": NOTE_MAX_CHARS}, "optional"),),
+        (),
         "the Executor's claim that the subgoal is achieved; only last in a batch; the Verifier decides",
-        f"`note` (optional, at most {NOTE_MAX_CHARS} characters)",
+        "none of its own",
         ('{{"op": "done"}}   (last command only: your claim that the subgoal is achieved; a Verifier checks it)',),
         ({"op": "done", "note": "the bowl is between the fingers"},))
 
     def to_json(self) -> dict:
-        return {"op": "done", "note": self.note} if self.note else {"op": "done"}
+        return _with_note({"op": "done"}, self.note)
 
 
 Command = Union[Move, Rotate, Gripper, Wait, Done]
 COMMANDS = (Move, Rotate, Gripper, Wait, Done)           # the vocabulary, in the order it is told
 VOCABULARY = tuple(c.SPEC for c in COMMANDS)
 OPS = tuple(s.op for s in VOCABULARY)
-_FIELDS = {s.op: s.names for s in VOCABULARY}
+_SPECS = {s.op: s for s in VOCABULARY}
+# How every command may end: docs/commands.md and the Executor's prompt say it once, beside the ops
+COMMON_DOC = (f"Every command may carry a `note` (at most {NOTE_MAX_CHARS} characters): it is kept and echoed in "
+              "the report with its command, and never acted on.")
+COMMON_PROMPT = (f'Any command may carry "note": "..." (at most {NOTE_MAX_CHARS} characters): echoed in the report, '
+                 "never acted on.")
 
 
 @dataclass(frozen=True)
@@ -235,10 +304,24 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
     if not isinstance(obj, dict):
         raise CommandError(f"{where}: must be an object, got {type(obj).__name__}", where)
     op = _word(obj, "op", where, OPS, "op")
-    extra = set(obj) - _FIELDS[op]
+    spec = _SPECS[op]                       # the fields the response schema allows, from the same table
+    extra = set(obj) - spec.names
     if extra:
         raise CommandError(f"{where}: unknown field(s) {_names(extra)} for op '{op}' "
-                           f"(allowed: {sorted(_FIELDS[op])})", f"{where}.{_names(extra)[0]}")
+                           f"(allowed: {sorted(spec.names)})", f"{where}.{_names(extra)[0]}")
+    for key in spec.required:
+        if key not in obj:
+            raise CommandError(f"{where}.{key}: missing", f"{where}.{key}")
+    if spec.one_of and sum(k in obj for k in spec.one_of) != 1:
+        raise CommandError(f"{where}: give exactly one of {' or '.join(repr(k) for k in spec.one_of)}",
+                           f"{where}.{spec.one_of[0]}")
+    note = obj.get("note", "")
+    fn = f"{where}.note"
+    if not isinstance(note, str):
+        raise CommandError(f"{fn}: must be a string, got {show(note)}", fn)
+    if len(note) > NOTE_MAX_CHARS:
+        raise CommandError(f"{fn}: {len(note)} characters exceed the limit of {NOTE_MAX_CHARS} "
+                           "(nothing is cut: shorten it)", fn)
 
     def need_number(key: str) -> float:
         f = f"{where}.{key}"
@@ -261,12 +344,16 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
             raise CommandError(f"{f}: {d:g} mm is below the minimum move {lim.min_move_mm:g} mm", f)
         if d > lim.max_move_mm:
             raise CommandError(f"{f}: {d:g} mm exceeds the per-command limit {lim.max_move_mm:g} mm", f)
-        has_dir, has_vec = "direction" in obj, "vector" in obj
-        if has_dir == has_vec:
-            raise CommandError(f"{where}: give exactly one of 'direction' or 'vector'", f"{where}.direction")
-        if has_dir:
+        until = ""
+        if "until" in obj:
+            until = _word(obj, "until", where, UNTIL, "until")
+            if not lim.guarded_moves:
+                fu = f"{where}.until"
+                raise CommandError(f"{fu}: this robot senses no contact, so a guarded move cannot tell contact "
+                                   f"from a blocked move (limits.guarded_moves false in profile {profile.name})", fu)
+        if "direction" in obj:
             word = _word(obj, "direction", where, sorted(profile.directions), "direction")
-            return Move(tuple(float(x) for x in profile.directions[word]), d, word)
+            return Move(tuple(float(x) for x in profile.directions[word]), d, word, until, note)
         vec = obj["vector"]
         fv = f"{where}.vector"
         if not (isinstance(vec, list) and len(vec) == 3):
@@ -281,7 +368,7 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
         n = math.sqrt(sum(x * x for x in nums))
         if n < 1e-9:
             raise CommandError(f"{fv}: must not be the zero vector (its length must be at least 1e-9)", fv)
-        return Move(tuple(x / n for x in nums), d)
+        return Move(tuple(x / n for x in nums), d, "", until, note)
 
     if op == "rotate":
         a = need_number("angle_deg")
@@ -291,23 +378,19 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
         if abs(a) < lim.min_rotate_deg:
             raise CommandError(f"{f}: |{a:g}| deg is below the minimum rotation {lim.min_rotate_deg:g} deg", f)
         axis = _word(obj, "axis", where, sorted(profile.rotation_axes), "axis")
-        return Rotate(axis, tuple(float(x) for x in profile.rotation_axes[axis]), a)
+        return Rotate(axis, tuple(float(x) for x in profile.rotation_axes[axis]), a, note)
 
     if op == "gripper":
-        has_a, has_w = "action" in obj, "width" in obj
-        if has_a == has_w:
-            raise CommandError(f"{where}: give exactly one of 'action' (open/close) or 'width' (0..1)",
-                               f"{where}.action")
-        if has_a:
+        if "action" in obj:
             act = obj["action"]
             if not isinstance(act, str) or act not in ("open", "close"):
                 raise CommandError(f"{where}.action: must be 'open' or 'close', got {show(act)}", f"{where}.action")
-            return Gripper(1.0 if act == "open" else 0.0, act)
+            return Gripper(1.0 if act == "open" else 0.0, act, note)
         w = need_number("width")
         if not 0.0 <= w <= 1.0:
             raise CommandError(f"{where}.width: must be within 0..1 (fraction of the stroke), got {w:g}",
                                f"{where}.width")
-        return Gripper(w)
+        return Gripper(w, "", note)
 
     if op == "wait":
         s = need_number("seconds")
@@ -316,15 +399,8 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
         if s > lim.max_wait_s:
             raise CommandError(f"{where}.seconds: {s:g} s exceeds the limit {lim.max_wait_s:g} s",
                                f"{where}.seconds")
-        return Wait(s)
+        return Wait(s, note)
 
-    note = obj.get("note", "")
-    fn = f"{where}.note"
-    if not isinstance(note, str):
-        raise CommandError(f"{fn}: must be a string, got {show(note)}", fn)
-    if len(note) > NOTE_MAX_CHARS:
-        raise CommandError(f"{fn}: {len(note)} characters exceed the limit of {NOTE_MAX_CHARS} "
-                           "(nothing is cut: shorten it)", fn)
     return Done(note)
 
 

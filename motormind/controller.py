@@ -9,6 +9,11 @@
   starts; the backend servos to it; the pose measured afterwards is what the report calls achieved.
   That actual target meets the box and the tilt bound again before it is sent (a backend may end
   a move within tolerance but past its target): a refused one is ``rejected`` and ends the batch.
+* A move or rotation followed by another may pass within a blend of its target (the profile's
+  blend_mm / blend_deg, at most blend_fraction of the command itself, never before a gripper action,
+  a wait, a ``done`` or the batch's end); the report says it passed through and how far. A guarded
+  move (``until: contact``) ends ``done`` at contact and the batch goes on; without contact it is
+  ``blocked``.
 * Between two commands (the action boundary) a cancel is honoured: the running command finishes,
   nothing after it runs. The emergency stop is honoured at once, mid-command, and latches until
   ``reset_estop()``.
@@ -326,8 +331,6 @@ class Controller:
         rot_goal = quat_to_mat(obs0.eef_quat_xyzw)   # orientation is held along the batch
         obs = obs0
         steps_total = 0
-        blend_m = self.profile.tolerances.blend_mm / 1000.0
-        blend_rad = math.radians(self.profile.tolerances.blend_deg)
         chain = None          # the target of a move passed through (blended): the next move aims from it
         cmds = batch.commands
         for i, cmd in enumerate(cmds):
@@ -352,10 +355,13 @@ class Controller:
             self.on_event("command_start", {"batch_id": bid, "index": i, "command": cj})
             nxt = cmds[i + 1] if i + 1 < len(cmds) else None
             # a move or rotation followed by another passes through: the next one corrects what is left
-            flows = isinstance(cmd, (Move, Rotate)) and isinstance(nxt, (Move, Rotate))
+            # (never a guarded move: it ends where it meets something; never before a gripper action, a
+            # wait, a done or the batch's end: those start from where the motion stopped)
+            flows = isinstance(cmd, (Move, Rotate)) and isinstance(nxt, (Move, Rotate)) \
+                and not (isinstance(cmd, Move) and cmd.guarded)
             gap0 = obs.gripper_width_mm
-            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend_m if flows else 0.0, chain,
-                                                   blend_rad if flows else 0.0)
+            blend_m, blend_rad = self._blend(cmd) if flows else (0.0, 0.0)
+            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend_m, chain, blend_rad)
             chain = res.passed_target if res.status == "done" else None
             if isinstance(cmd, (Move, Rotate, Wait)) and res.status != "rejected":
                 self._say_grasp(res, self.grasp.during({"move": "move", "rotate": "rotation", "wait": "wait"}[cmd.op],
@@ -390,6 +396,15 @@ class Controller:
                      duration_s=self.clock() - t0, steps=steps_total, source=source)
         self.on_event("report", rep.to_json())
         return rep
+
+    def _blend(self, cmd) -> tuple[float, float]:
+        """How far (m, rad) short of its target ``cmd`` may pass on to the next motion: the profile's
+        blend_mm / blend_deg, but at most blend_fraction of the command's own distance / angle, so a
+        blend never eats a command (a 3 mm correction passes within 0.75 mm, not 12: issue 33)."""
+        tol = self.profile.tolerances
+        if isinstance(cmd, Move):
+            return min(tol.blend_mm, tol.blend_fraction * cmd.distance_mm) / 1000.0, 0.0
+        return 0.0, math.radians(min(tol.blend_deg, tol.blend_fraction * abs(cmd.angle_deg)))
 
     def _settle(self, res: "CommandResult", target: np.ndarray, obs: Observation, rot_goal) -> Observation:
         """Stop at the target of a move that was passed through, because what follows it is not run
@@ -478,10 +493,14 @@ class Controller:
             err_mm = float(np.linalg.norm(np.asarray(end.eef_pos_m) - motion.target_pos_m)) * 1000
             achieved["error_mm"] = round(err_mm, 2)
             if blend_m and mres.converged and err_mm <= blend_m * 1000 + 1e-6:
-                return self._passed_through(i, cj, f"{err_mm:.1f} mm", f"blend_mm {tol.blend_mm:g}", commanded,
+                return self._passed_through(i, cj, f"{err_mm:.1f} mm",
+                                            f"blend {blend_m * 1000:.2g} mm: blend_mm {tol.blend_mm:g}, at most "
+                                            f"{tol.blend_fraction:g} of its {cmd.distance_mm:g} mm", commanded,
                                             achieved, t0, mres, motion), end, rot_goal
-            if err_mm > tol.position_mm:
-                along = float(np.dot(np.asarray(end.eef_pos_m) - p0, np.asarray(cmd.vector))) * 1000
+            along = float(np.dot(np.asarray(end.eef_pos_m) - p0, np.asarray(cmd.vector))) * 1000
+            if cmd.guarded:
+                status, reason = self._guarded(cmd, mres, err_mm, along)
+            elif err_mm > tol.position_mm:
                 achieved_txt = f"achieved {along:.1f} of {cmd.distance_mm:g} mm along the commanded direction"
                 if mres.contact or err_mm > tol.continue_mm:
                     status = "blocked"
@@ -495,8 +514,10 @@ class Controller:
             err_deg = math.degrees(angle_between(rot_goal, quat_to_mat(end.eef_quat_xyzw)))
             achieved["error_deg"] = round(err_deg, 2)
             if blend_rad and mres.converged and err_deg <= math.degrees(blend_rad) + 1e-6:
-                return self._passed_through(i, cj, f"{err_deg:.1f} deg", f"blend_deg {tol.blend_deg:g}", commanded,
-                                            achieved, t0, mres, motion), end, rot_goal
+                return self._passed_through(i, cj, f"{err_deg:.1f} deg",
+                                            f"blend {math.degrees(blend_rad):.2g} deg: blend_deg {tol.blend_deg:g}, "
+                                            f"at most {tol.blend_fraction:g} of its {abs(cmd.angle_deg):g} deg",
+                                            commanded, achieved, t0, mres, motion), end, rot_goal
             if err_deg > tol.rotation_deg:
                 status = "blocked"
                 reason = (f"{'stopped by contact: ' if mres.contact else ''}rotation error {err_deg:.1f} deg "
@@ -513,6 +534,23 @@ class Controller:
                 reason = said + (f" ({mres.note})" if mres.note and not mres.contact else "")
         return (CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
                               motion.to_json()), end, rot_goal)
+
+    def _guarded(self, cmd: Move, mres: MotionResult, err_mm: float, along: float) -> tuple[str, str]:
+        """(status, reason) of a guarded move (``until: contact``). Contact is what it was sent to find:
+        done, and the batch goes on (a close queued after a descent runs). No contact is blocked, also
+        when it travelled its whole distance: nothing was met where the operator expected something,
+        and what was queued for the contact (a close, a release) would act on air: the report says so
+        and the next batch decides."""
+        tol = self.profile.tolerances
+        got = f"after {along:.1f} of {cmd.distance_mm:g} mm along the commanded direction"
+        note = f" ({mres.note})" if mres.note else ""
+        if mres.contact:
+            return "done", f"guarded move: stopped at contact {got}{note}; the batch goes on"
+        if err_mm <= tol.position_mm:
+            return "blocked", (f"guarded move: no contact over the whole {cmd.distance_mm:g} mm (nothing met, "
+                               f"ended {err_mm:.1f} mm from its target); the rest of the batch is not run")
+        return "blocked", (f"guarded move: stopped without contact {got}, error {err_mm:.1f} mm > tolerance "
+                           f"{tol.position_mm:g} mm{note}")
 
     @staticmethod
     def _say_grasp(res: "CommandResult", said: str) -> None:

@@ -99,6 +99,8 @@ class Limits:
     min_rotate_deg: float
     max_wait_s: float
     max_batch: int
+    guarded_moves: bool = False       # a move may say ``until: contact`` (the backend reports contact in
+                                      # MotionResult.contact); false: such a move is refused, naming this
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ class Tolerances:
                                       # without stopping (0: every move settles); the next one is aimed
                                       # from this one's target, so a chain of moves does not drift
     blend_deg: float = 0.0            # the same for a rotation followed by another rotation
+    blend_fraction: float = 0.0       # a blend is at most this fraction of its command's distance (angle):
+                                      # it never eats a command (required when blend_mm or blend_deg > 0)
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,7 @@ class RobotProfile:
             "max_move_mm": lim.max_move_mm, "min_move_mm": lim.min_move_mm,
             "max_rotate_deg": lim.max_rotate_deg, "min_rotate_deg": lim.min_rotate_deg,
             "max_wait_s": lim.max_wait_s, "max_batch": lim.max_batch, "max_tilt_deg": self.max_tilt_deg,
+            "guarded_moves": lim.guarded_moves,
             "workspace_mm": {k: list(v) for k, v in self.workspace_mm.items()},
             "directions": sorted(self.directions), "rotation_axes": sorted(self.rotation_axes),
             "rotation_frame": self.rotation_frame,
@@ -177,14 +182,15 @@ _SECTIONS = {         # section -> its keys (None: free-form); every section but
     "name": None, "description": None, "backends": None,
     "safety": tuple(f for f in Safety.__dataclass_fields__),
     "cameras": None,  # camera name -> its view (motormind/views.py checks each)
-    "limits": ("max_move_mm", "min_move_mm", "max_rotate_deg", "min_rotate_deg", "max_wait_s", "max_batch"),
+    "limits": ("max_move_mm", "min_move_mm", "max_rotate_deg", "min_rotate_deg", "max_wait_s", "max_batch",
+               "guarded_moves"),
     "workspace_mm": ("x", "y", "z"),
     "orientation": ("max_tilt_deg",),
     "directions": None, "rotation": ("frame", "axes"),
     "gripper": ("max_width_mm", "min_width_mm"),
     "speeds": ("move_mm_s", "rotate_deg_s"),
     "tolerances": ("position_mm", "rotation_deg", "settle_mm_per_step", "max_steps_per_command", "continue_mm",
-                   "blend_mm", "blend_deg"),
+                   "blend_mm", "blend_deg", "blend_fraction"),
     "control": ("period_s",),
 }
 _OPTIONAL = ("description", "safety", "cameras", "backends")
@@ -220,6 +226,13 @@ class _Reader:
         if positive and v <= 0:
             self.fail(f, f"must be > 0, got {v!r}")
         return float(v)
+
+    def flag(self, d: dict, key: str, where: str, default: bool = False) -> bool:
+        """An optional true/false (absent: ``default``)."""
+        v = d.get(key, default)
+        if not isinstance(v, bool):
+            self.fail(f"{where}.{key}", f"must be true or false, got {v!r}")
+        return v
 
     def count(self, d: dict, key: str, where: str) -> int:
         """A whole number >= 1 (``2.0`` is fine, ``0.5`` and ``true`` are not)."""
@@ -277,7 +290,8 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
         max_move_mm=r.num(lim, "max_move_mm", "limits"), min_move_mm=r.num(lim, "min_move_mm", "limits"),
         max_rotate_deg=r.num(lim, "max_rotate_deg", "limits"),
         min_rotate_deg=r.num(lim, "min_rotate_deg", "limits"),
-        max_wait_s=r.num(lim, "max_wait_s", "limits"), max_batch=r.count(lim, "max_batch", "limits"))
+        max_wait_s=r.num(lim, "max_wait_s", "limits"), max_batch=r.count(lim, "max_batch", "limits"),
+        guarded_moves=r.flag(lim, "guarded_moves", "limits"))
     r.ordered(limits.min_move_mm, limits.max_move_mm, "limits.min_move_mm", "min_move_mm", "max_move_mm")
     r.ordered(limits.min_rotate_deg, limits.max_rotate_deg, "limits.min_rotate_deg", "min_rotate_deg",
               "max_rotate_deg")
@@ -316,10 +330,16 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
         continue_mm=r.num(tol, "continue_mm", "tolerances") if "continue_mm" in tol
         else r.num(tol, "position_mm", "tolerances"),
         blend_mm=r.num(tol, "blend_mm", "tolerances", False) if "blend_mm" in tol else 0.0,
-        blend_deg=r.num(tol, "blend_deg", "tolerances", False) if "blend_deg" in tol else 0.0)
+        blend_deg=r.num(tol, "blend_deg", "tolerances", False) if "blend_deg" in tol else 0.0,
+        blend_fraction=r.num(tol, "blend_fraction", "tolerances", False) if "blend_fraction" in tol else 0.0)
     for key in ("blend_mm", "blend_deg"):
         if getattr(tolerances, key) < 0:
             r.fail(f"tolerances.{key}", f"must be >= 0, got {getattr(tolerances, key):g}")
+    if (tolerances.blend_mm or tolerances.blend_deg) and "blend_fraction" not in tol:
+        r.fail("tolerances.blend_fraction", "missing (required when blend_mm or blend_deg > 0: the largest fraction "
+                                            "of a command's distance or angle a blend may leave to the next command)")
+    if not 0 <= tolerances.blend_fraction < 1:
+        r.fail("tolerances.blend_fraction", f"must be within 0..1 (excluded), got {tolerances.blend_fraction:g}")
     r.ordered(tolerances.position_mm, tolerances.continue_mm, "tolerances.continue_mm", "position_mm",
               "continue_mm")
     safety = from_mapping(Safety, r.section(d, "safety"), source or "profile", "safety") \

@@ -3,14 +3,16 @@
 The same schemas go to servers that support structured output (``response_format``); every
 answer, from any brain, is checked here before anything acts on it. The validator covers the
 JSON-Schema subset the schemas use: type, properties, required, additionalProperties, enum,
-items, minItems, maxItems, minimum, maximum, maxLength, and pattern (anchored at both ends,
-``^...$``, matched against the whole string). Every id a model writes is ``commands.ID_PATTERN``.
+items, minItems, maxItems, minimum, maximum, maxLength, pattern (anchored at both ends,
+``^...$``, matched against the whole string) and anyOf (a command's forms: vocabulary.command_schema,
+the same table the Controller's parser reads). Every id a model writes is ``commands.ID_PATTERN``.
 """
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from . import SCHEMA_VERSION
 from .commands import ID_MAX_CHARS, ID_PATTERN, ID_RULE, RATIONALE_MAX_CHARS
 from .errors import ResponseError
 from .strict_json import finite_number, show
@@ -40,7 +42,7 @@ EXECUTOR = {
     "type": "object", "additionalProperties": False,
     "required": ["commands"],
     "properties": {
-        "schema_version": {"type": "integer"}, "source": _SRC,
+        "schema_version": {"type": "integer", "enum": [SCHEMA_VERSION]}, "source": _SRC,
         "batch_id": _ID,
         "subgoal_id": _ID,
         "rationale": {"type": "string", "maxLength": RATIONALE_MAX_CHARS},
@@ -120,8 +122,32 @@ def _matches(pattern: str, value: str) -> bool:
     return re.fullmatch(pattern[1:-1], value) is not None
 
 
+def _any_of(value: Any, forms: list, path: str) -> None:
+    """``anyOf``: the value matches one of ``forms``; else the reasons of the forms of its op (a command
+    of a known op is told what that op's forms want), or what ops there are."""
+    why = []
+    for form in forms:
+        try:
+            validate(value, form, path)
+            return
+        except ResponseError as e:
+            op = form.get("properties", {}).get("op", {}).get("enum")
+            if isinstance(value, dict) and op is not None and value.get("op") in op:
+                why.append(str(e))
+    if why:
+        raise ResponseError(why[0] if len(why) == 1 else f"{path}: matches no form of its op: " + "; or ".join(why))
+    ops = [o for f in forms for o in f.get("properties", {}).get("op", {}).get("enum", [])]
+    if ops:
+        got = value.get("op") if isinstance(value, dict) else value
+        raise ResponseError(f"{path}: must be an object whose op is one of {sorted(set(ops), key=ops.index)}, "
+                            f"got {show(got)}")
+    raise ResponseError(f"{path}: matches none of {len(forms)} allowed forms")
+
+
 def validate(value: Any, schema: dict, path: str = "$") -> None:
     """Raise ResponseError naming the JSON path and the rule broken (and nothing else, for any value)."""
+    if "anyOf" in schema:
+        _any_of(value, schema["anyOf"], path)
     t = schema.get("type")
     if t == "integer":
         if isinstance(value, bool) or not isinstance(value, int) or finite_number(value) is None:

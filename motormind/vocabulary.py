@@ -1,6 +1,8 @@
 """The command vocabulary (``commands.VOCABULARY``, one ``OpSpec`` per op) rendered for its readers:
 
-    command_schema()        the JSON schema of one command in the Executor's response schema (schemas.py)
+    command_schema()        the JSON schema of one command in the Executor's response schema (schemas.py):
+                            one form per op (and per choice of its one_of fields), the very fields the
+                            parser (commands.parse_command) allows and requires
     prompt_block(...)       the vocabulary lines of the Executor's prompt (prompts/executor.md ``${vocabulary}``)
     markdown_table()        the op table of docs/commands.md (between its ``vocabulary`` markers)
     describe(command, ...)  one command as an operator reads it: ``move 149.2 mm down-forward`` (the console)
@@ -15,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from .commands import VOCABULARY
+from .commands import COMMON_DOC, COMMON_PROMPT, VOCABULARY
 
 DOCS_BEGIN = "<!-- vocabulary: rendered from motormind/commands.py by `python -m motormind.vocabulary` -->"
 DOCS_END = "<!-- /vocabulary -->"
@@ -23,19 +25,24 @@ DOCS_FILE = Path(__file__).resolve().parent.parent / "docs" / "commands.md"
 
 
 def command_schema() -> dict:
-    """One command's JSON schema: its op one of the vocabulary's, each field's type (the Controller
-    checks the values, the limits and which fields go together)."""
-    props = {"op": {"type": "string", "enum": [s.op for s in VOCABULARY]}}
+    """One command's JSON schema: ``anyOf`` one form per op and choice (``OpSpec.forms``), each an
+    object of exactly the fields the parser allows for it, the required ones required. What a schema
+    cannot say (the profile's limits and words, the workspace box, the tilt bound, ``done`` last) the
+    Controller checks, and the Executor's prompt states."""
+    forms = []
     for spec in VOCABULARY:
-        for f in spec.fields:
-            props.setdefault(f.name, dict(f.schema))
-    return {"type": "object", "required": ["op"], "properties": props}
+        for required, fields in spec.forms():
+            forms.append({"type": "object", "additionalProperties": False, "required": ["op", *required],
+                          "properties": {"op": {"type": "string", "enum": [spec.op]},
+                                         **{f.name: dict(f.schema) for f in fields}}})
+    return {"anyOf": forms}
 
 
 def prompt_block(directions: str, axes: str, rotation_frame: str) -> str:
     """The vocabulary as the Executor's prompt tells it, with the profile's words filled in."""
     words = {"directions": directions, "axes": axes, "rotation_frame": rotation_frame}
-    return "\n".join(f"- {line.format(**words)}" for spec in VOCABULARY for line in spec.prompt)
+    lines = [f"- {line.format(**words)}" for spec in VOCABULARY for line in spec.prompt]
+    return "\n".join([*lines, f"- {COMMON_PROMPT}"])
 
 
 def markdown_table() -> str:
@@ -52,7 +59,8 @@ def markdown_example() -> str:
 
 
 def markdown_block() -> str:
-    return f"{DOCS_BEGIN}\nA batch (JSON, `schema_version` 1):\n\n{markdown_example()}\n\n{markdown_table()}\n{DOCS_END}"
+    return (f"{DOCS_BEGIN}\nA batch (JSON, `schema_version` 1):\n\n{markdown_example()}\n\n{markdown_table()}\n\n"
+            f"{COMMON_DOC}\n{DOCS_END}")
 
 
 def _num(v) -> str:
@@ -91,7 +99,8 @@ def describe(command, directions: Mapping | None = None) -> str:
     try:
         if op == "move":
             where = c["direction"] if "direction" in c else _words(c.get("vector"), directions)
-            return f"move {_num(c['distance_mm'])} mm {where}"
+            guard = " until contact" if c.get("until") == "contact" else ""
+            return f"move {_num(c['distance_mm'])} mm {where}{guard}"
         if op == "rotate":
             a = c["angle_deg"]
             return f"rotate {c['axis']} {'+' if isinstance(a, (int, float)) and a > 0 else ''}{_num(a)} deg"

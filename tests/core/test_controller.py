@@ -272,3 +272,95 @@ def test_determinism_replay_of_recorded_observations(fake_profile):
     assert [m.to_json() for m in replay.motions] == [m.to_json() for m in live.motions]
     assert [_strip(r) for r in again] == [_strip(r) for r in reports]
     assert len(replay.motions) == 5          # done and the rejected batch move nothing
+
+
+# -- guarded moves and blends (issue 33 items 3 and 4) -------------------------------------------------
+def test_a_guarded_descent_that_meets_the_table_ends_done_and_the_close_after_it_runs(fake_robot):
+    fake_robot.obstacle_z_m = 0.17               # the table, 30 mm below the tool
+    rep = Controller(fake_robot).run(B({"op": "move", "direction": "down", "distance_mm": 60, "until": "contact"},
+                                       {"op": "gripper", "action": "close"}, mv("up", 20)))
+    assert [r.status for r in rep.results] == ["done", "done", "done"] and rep.status == "done", rep.summary()
+    assert "guarded move: stopped at contact after 30.0 of 60 mm" in rep.results[0].reason
+    assert rep.results[1].achieved["gripper_width_mm"] == pytest.approx(0, abs=0.5)   # the close ran
+    assert fake_robot.pos[2] == pytest.approx(0.19, abs=0.001)                       # and the lift after it
+
+
+def test_a_move_without_until_keeps_its_meaning_contact_blocks_the_batch(fake_robot):
+    fake_robot.obstacle_z_m = 0.17
+    rep = Controller(fake_robot).run(B(mv("down", 60), {"op": "gripper", "action": "close"}))
+    assert [r.status for r in rep.results] == ["blocked", "cancelled"]
+    assert "stopped by contact" in rep.results[0].reason
+
+
+def test_a_guarded_move_that_meets_nothing_is_blocked_and_says_so(fake_robot):
+    rep = Controller(fake_robot).run(B({"op": "move", "direction": "down", "distance_mm": 40, "until": "contact"},
+                                       {"op": "gripper", "action": "close"}))
+    assert [r.status for r in rep.results] == ["blocked", "cancelled"]
+    assert "guarded move: no contact over the whole 40 mm (nothing met" in rep.results[0].reason
+    assert rep.results[0].achieved["translation_mm"][2] == pytest.approx(-40, abs=1)
+    assert rep.results[1].status == "cancelled" and fake_robot.gripper == 1.0        # no close on air
+
+
+def test_a_guarded_move_does_not_blend_into_the_next_move(fake_robot):
+    """Its end is where it met something: the next move starts from the measured pose."""
+    from motormind.profile import load_profile
+    prof = load_profile("libero_panda")
+    robot = FakeRobot(prof, start_pos_m=(0.4, 0.0, 0.2))
+    robot.obstacle_z_m = 0.17
+    rep = Controller(robot).run(B({"op": "move", "direction": "down", "distance_mm": 60, "until": "contact"},
+                                  mv("left", 30)))
+    assert [r.status for r in rep.results] == ["done", "done"], rep.summary()
+    assert "blend_m" not in robot.executed[0].to_json()
+    assert robot.pos == pytest.approx([0.4, 0.03, 0.17], abs=0.0021)
+
+
+def test_a_robot_without_contact_sensing_refuses_a_guarded_move():
+    from motormind.profile import load_profile
+    prof = load_profile("xarm6")
+    c = Controller(FakeRobot(prof, start_pos_m=(0.4, 0.0, 0.2)), prof)
+    rep = c.run(B({"op": "move", "direction": "down", "distance_mm": 40, "until": "contact"}))
+    assert rep.status == "rejected"
+    assert "commands[0].until: this robot senses no contact" in rep.results[0].reason
+    assert "limits.guarded_moves false in profile xarm6" in rep.results[0].reason
+
+
+@pytest.mark.parametrize("mm", [3.0, 11.0])
+def test_a_small_correction_lands_within_tolerance_when_another_move_follows(mm):
+    """The blend is at most blend_fraction of the command: a 3 mm correction followed by a move ends
+    within the position tolerance of its own target (with the flat 12 mm blend it achieved 0)."""
+    from motormind.profile import load_profile
+    prof = load_profile("libero_panda")
+    tol = prof.tolerances
+    robot = FakeRobot(prof, start_pos_m=(0.4, 0.0, 0.2))
+    rep = Controller(robot).run(B(mv("left", mm), mv("down", 50)))
+    first = rep.results[0]
+    assert first.status == "done", rep.summary()
+    assert first.achieved["translation_mm"][1] >= mm * (1 - tol.blend_fraction) - 1e-6
+    assert first.achieved["error_mm"] <= tol.blend_fraction * mm + 1e-6
+    if mm == 3.0:
+        assert first.achieved["error_mm"] <= tol.position_mm
+    assert f"at most {tol.blend_fraction:g} of its {mm:g} mm" in first.reason      # the report says what happened
+    assert robot.pos == pytest.approx([0.4, mm / 1000, 0.15], abs=tol.position_mm / 1000)
+
+
+def test_a_long_move_still_blends_by_blend_mm():
+    from motormind.profile import load_profile
+    prof = load_profile("libero_panda")
+    robot = FakeRobot(prof, start_pos_m=(0.4, 0.0, 0.2))
+    rep = Controller(robot).run(B(mv("left", 100), mv("down", 50)))
+    assert robot.executed[0].blend_m == pytest.approx(prof.tolerances.blend_mm / 1000)
+    assert "passed through" in rep.results[0].reason and rep.status == "done"
+
+
+def test_a_profile_with_a_blend_names_its_fraction():
+    from motormind.errors import ConfigError
+    from motormind.profile import profile_from_dict
+    import yaml
+    from motormind.profile import config_dir
+    d = yaml.safe_load((config_dir() / "robots" / "libero_panda.yaml").read_text())
+    del d["tolerances"]["blend_fraction"]
+    with pytest.raises(ConfigError, match="tolerances.blend_fraction: missing"):
+        profile_from_dict(d, "libero_panda.yaml")
+    d["tolerances"]["blend_fraction"] = 1.5
+    with pytest.raises(ConfigError, match="tolerances.blend_fraction: must be within 0..1"):
+        profile_from_dict(d, "libero_panda.yaml")

@@ -23,11 +23,22 @@ def test_docs_commands_md_is_rendered_from_the_definition(tmp_path):
         assert f"| {spec.op} | {spec.fields_doc} | {spec.meaning} |" in text
 
 
-def test_the_response_schema_names_every_op_and_field():
+def test_the_response_schema_has_each_ops_forms_with_exactly_the_parsers_fields():
+    """One form per op and choice; each allows exactly the fields the parser allows for that op
+    (OpSpec.names) and requires what it requires (a move: distance_mm and one of direction/vector)."""
     cmd = command_schema()
-    assert cmd["properties"]["op"]["enum"] == list(OPS) == ["move", "rotate", "gripper", "wait", "done"]
+    forms = cmd["anyOf"]
+    ops = [f["properties"]["op"]["enum"][0] for f in forms]
+    assert sorted(set(ops), key=ops.index) == list(OPS) == ["move", "rotate", "gripper", "wait", "done"]
     for spec in VOCABULARY:
-        assert {f.name for f in spec.fields} <= set(cmd["properties"]), spec.op
+        mine = [f for f in forms if f["properties"]["op"]["enum"] == [spec.op]]
+        assert len(mine) == max(1, len(spec.one_of))
+        assert set().union(*(f["properties"] for f in mine)) == spec.names, spec.op
+        assert all(f["additionalProperties"] is False for f in mine)
+    move = [f for f in forms if f["properties"]["op"]["enum"] == ["move"]]
+    assert sorted(tuple(sorted(f["required"])) for f in move) == [("direction", "distance_mm", "op"),
+                                                                   ("distance_mm", "op", "vector")]
+    assert all({"note", "until"} <= set(f["properties"]) for f in move)
     items = ROLE_SCHEMAS["executor"]["properties"]["commands"]["items"]
     assert items == cmd                                   # the Executor's schema holds this very schema
 
@@ -52,8 +63,9 @@ def test_the_executor_prompt_tells_every_op_with_the_profiles_words(profile):
     block = values["vocabulary"]
     assert block == prompt_block(values["directions"], values["axes"], prof.rotation_frame)
     lines = block.splitlines()
-    assert len(lines) == sum(len(s.prompt) for s in VOCABULARY)
-    told = [ln.split('"op": "', 1)[1].split('"', 1)[0] for ln in lines]
+    assert len(lines) == sum(len(s.prompt) for s in VOCABULARY) + 1       # + the note every command may carry
+    assert '"note"' in lines[-1] and '"until": "contact"' in block
+    told = [ln.split('"op": "', 1)[1].split('"', 1)[0] for ln in lines[:-1]]
     assert sorted(set(told)) == sorted(OPS)                 # every op, and nothing else
     assert f"<one of {values['directions']}>" in block and "{directions}" not in block
     system, _ = render("executor", {**values, "subgoal": "s1", "report": "", "batch_id": "b1",
@@ -66,6 +78,8 @@ def test_the_console_reads_each_command_in_words():
     assert describe({"op": "move", "direction": "forward", "distance_mm": 12.2}) == "move 12.2 mm forward"
     assert describe({"op": "move", "vector": [0.5, 0, -1], "distance_mm": 149.2}, dirs) == "move 149.2 mm down-forward"
     assert describe({"op": "move", "vector": [0, 1, -1], "distance_mm": 30}, dirs) == "move 30 mm down-left"
+    assert describe({"op": "move", "direction": "down", "distance_mm": 60, "until": "contact"}) == \
+        "move 60 mm down until contact"
     assert describe({"op": "rotate", "axis": "yaw", "angle_deg": -15}) == "rotate yaw -15 deg"
     assert describe({"op": "gripper", "action": "close"}) == "gripper close"
     assert describe({"op": "gripper", "width": 0.3}) == "gripper to 0.3 of its stroke"
