@@ -296,15 +296,18 @@ class LiberoRobot(Robot):
     def camera_names(self) -> list[str]:
         return list(self._cameras)
 
-    def observe(self, images: bool = False) -> Observation:
+    def observe(self, images: bool = False, depth: bool = False) -> Observation:
         with self._lock:
             d = self._env.env.sim.data
             pose = self._site_pose()
             width = self._width_mm()
-            imgs = {}
+            imgs, deps = {}, {}
             if images:
                 for cam in self._cameras:
-                    imgs[cam] = self.render(cam)
+                    if depth:
+                        imgs[cam], deps[cam] = self.render(cam, depth=True)
+                    else:
+                        imgs[cam] = self.render(cam)
             return Observation(
                 t=float(d.time),
                 eef_pos_m=self.to_base_pos(pose.p),
@@ -314,18 +317,52 @@ class LiberoRobot(Robot):
                 joints_rad=np.asarray(d.qpos[self._joint_idx], dtype=float).copy(),
                 images=imgs,
                 step=int(self.steps_used),
+                depth=deps,
             )
 
-    def render(self, camera: str, size: int | None = None, upright: bool = True) -> np.ndarray:
+    def render(self, camera: str, size: int | None = None, upright: bool = True, depth: bool = False):
         """One camera image, HxWx3 uint8; ``upright`` flips the OpenGL row order (libero-pro.md §7.7)
-        so that row 0 is the top of the physical view."""
+        so that row 0 is the top of the physical view. With ``depth``: (image, depth), the depth
+        HxW float32 m along the optical axis from the same render, flipped the same way."""
         s = int(size or self.image_size)
         with self._lock:
             sim = self._env.env.sim
             if self._scene_key is None:
                 self._scene_key = _render.scene_key(sim.model)
-            img = _render.render(sim, camera, s, s, self._scene_key)
-        return np.ascontiguousarray(img[::-1]) if upright else img
+            out = _render.render(sim, camera, s, s, self._scene_key, depth=depth)
+        if not depth:
+            return np.ascontiguousarray(out[::-1]) if upright else out
+        img, dep = out
+        return (np.ascontiguousarray(img[::-1]), np.ascontiguousarray(dep[::-1])) if upright else (img, dep)
+
+    # the fingers separate along the grip site's x axis (the site frame is the hand's turned -90 deg
+    # about the tool axis; checked: tests/grounding/test_grounding_sim.py)
+    closing_axis_eef = (1.0, 0.0, 0.0)
+
+    def cameras(self, size: int | None = None) -> dict:
+        """Each camera's calibration for its ``size`` px image (default ``image_size``), from the
+        MuJoCo model (``cam_fovy``, ``cam_xpos``, ``cam_xmat``): a camera on the world body is fixed
+        in the base frame; one on the arm (``robot0_eye_in_hand``, on the hand) is given in the grip
+        site's frame (the eef frame of ``observe``), rigid with it. Every camera has depth."""
+        from motormind.grounding.camera import CameraCalibration
+        s = int(size or self.image_size)
+        out = {}
+        with self._lock:
+            sim = self._env.env.sim
+            m, d = sim.model._model, sim.data._data
+            site = self._site_pose()
+            for cam in self._cameras:
+                cid = sim.model.camera_name2id(cam)
+                p_w = np.asarray(d.cam_xpos[cid], dtype=float)
+                r_w = np.asarray(d.cam_xmat[cid], dtype=float).reshape(3, 3)
+                if int(m.cam_bodyid[cid]) == 0:
+                    mount, p, r = "fixed", self.to_base_pos(p_w), self.to_base_rot(r_w)
+                else:
+                    mount, p, r = "gripper", site.r.T @ (p_w - site.p), site.r.T @ r_w
+                out[cam] = CameraCalibration.from_opengl(
+                    cam, s, s, float(m.cam_fovy[cid]), mount, p, r, depth=True, no_depth_reason="",
+                    source="LIBERO's MuJoCo model (cam_fovy, cam_xpos, cam_xmat)")
+        return out
 
     def stop(self) -> None:
         """Thread-safe. The ongoing execute returns ``stopped=True`` at the next control step; a stop

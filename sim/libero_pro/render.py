@@ -107,7 +107,8 @@ class _Context:
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.con)
         self.width, self.height = w, h
 
-    def render(self, model, data, camera_id: int, width: int, height: int) -> np.ndarray:
+    def render(self, model, data, camera_id: int, width: int, height: int, depth: bool = False):
+        """RGB (OpenGL row order), or (RGB, the raw depth buffer 0..1) with ``depth``."""
         import mujoco
         self.gl.make_current()
         if width > self.con.offWidth or height > self.con.offHeight:
@@ -118,8 +119,9 @@ class _Context:
         viewport = mujoco.MjrRect(0, 0, width, height)
         mujoco.mjr_render(viewport, self.scn, self.con)
         rgb = np.empty((height, width, 3), dtype=np.uint8)
-        mujoco.mjr_readPixels(rgb, None, viewport, self.con)
-        return rgb
+        zbuf = np.empty((height, width), dtype=np.float32) if depth else None
+        mujoco.mjr_readPixels(rgb, zbuf, viewport, self.con)
+        return (rgb, zbuf) if depth else rgb
 
     def free(self) -> None:
         try:
@@ -129,10 +131,13 @@ class _Context:
             self.gl.free()
 
 
-def render(sim, camera: str, width: int, height: int, key: str) -> np.ndarray:
+def render(sim, camera: str, width: int, height: int, key: str, depth: bool = False):
     """``camera``'s image of ``sim`` (robosuite MjSim), HxWx3 uint8 in OpenGL row order (row 0 is
     the bottom, as ``sim.render`` gives it). ``key`` is ``scene_key(sim.model)``, computed once
-    per model by the caller."""
+    per model by the caller. With ``depth``: (image, depth) from the same render, the depth HxW
+    float32 metres along the optical axis (the z-buffer linearised with the model's near and far
+    planes, ``vis.map.znear`` / ``zfar`` times ``stat.extent``; NaN where nothing was drawn), in
+    the same row order."""
     model, data = sim.model._model, sim.data._data
     camera_id = sim.model.camera_name2id(camera)
     with _LOCK:
@@ -143,7 +148,12 @@ def render(sim, camera: str, width: int, height: int, key: str) -> np.ndarray:
                 old.free()
             ctx = _CONTEXTS[key] = _Context(model, width, height)
         _CONTEXTS.move_to_end(key)
-        return ctx.render(model, data, camera_id, width, height)
+        if not depth:
+            return ctx.render(model, data, camera_id, width, height)
+        rgb, zbuf = ctx.render(model, data, camera_id, width, height, depth=True)
+    from motormind.grounding.camera import linearize_depth
+    extent = float(model.stat.extent)
+    return rgb, linearize_depth(zbuf, float(model.vis.map.znear) * extent, float(model.vis.map.zfar) * extent)
 
 
 def contexts() -> int:

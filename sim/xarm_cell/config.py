@@ -62,18 +62,23 @@ class CameraSpec:
     fps: float               # frames per second streamed to each client
 
     def intrinsics(self) -> dict:
-        """Pinhole intrinsics of the rendered image (px): square pixels, centred principal point."""
+        """Pinhole intrinsics of the rendered image (px): square pixels, centred principal point,
+        pixel centres at integers (motormind/grounding/camera.py's convention: cx = (W - 1) / 2)."""
         f = (self.height / 2.0) / math.tan(math.radians(self.fovy_deg) / 2.0)
-        return {"fx": f, "fy": f, "cx": self.width / 2.0, "cy": self.height / 2.0,
+        return {"fx": f, "fy": f, "cx": (self.width - 1) / 2.0, "cy": (self.height - 1) / 2.0,
                 "width": self.width, "height": self.height}
 
     def calibration(self) -> dict:
-        """What a calibration file would hold: the camera's pose (OpenCV axes) and intrinsics."""
+        """What a calibration file holds (``motormind.grounding.camera.load_calibrations`` reads it):
+        the camera's pose (OpenCV axes, base or flange frame) and intrinsics. The cell serves no
+        depth stream: the entry says so."""
         from motormind.geometry import mat_to_quat
+        from motormind.grounding.camera import CONVENTION
         return {"camera": self.name, "frame": "base" if self.mount == "fixed" else "flange",
                 "position_m": [float(v) for v in self.position_m],
-                "quat_xyzw": [round(float(v), 6) for v in mat_to_quat(self.rot)],
-                "convention": "opencv (x right, y down, z forward)", **self.intrinsics()}
+                "quat_xyzw": [round(float(v), 8) for v in mat_to_quat(self.rot)],
+                "convention": CONVENTION, **self.intrinsics(), "depth": False,
+                "no_depth_reason": "the rehearsal cell's camera server streams colour only"}
 
 
 @dataclass(frozen=True)
