@@ -19,6 +19,7 @@ from .episode.book import EpisodeResult
 from .episode.config import EpisodeConfig
 from .episode.machine import (AwaitPlan, Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks,
                               Verify)
+from .grounding.marks import Marker, options_of
 from .record import Recorder
 from .roles.executor import Executor
 from .roles.memory import Memory
@@ -55,6 +56,8 @@ class EpisodeRunner:
         rec = self.rec
         self.monitor = Monitor(brain, rec) if self.cfg.monitor else None
         self.memory = Memory(brain, rec, instruction) if self.cfg.memory else None
+        self.marker = Marker(robot, options_of(brain))   # marks on every frame a role sees (grounding/marks.py)
+        self._marked: dict = {}
         self.context = Context(self.profile, instruction, self._memory_text,
                                list(getattr(robot, "camera_names", None) or []) or None)
         self.planner_c = PlannerComponent(Planner(brain, rec), self.cfg, self.context, self._emit, self._say)
@@ -101,16 +104,22 @@ class EpisodeRunner:
         return True
 
     def _observe(self, label: str):
+        """A fresh observation; its frames are marked once here for every role (``_marked``) and
+        recorded raw and marked side by side (the raw frames in the observation are never changed)."""
         obs = self.robot.observe(images=self.cfg.images)
+        self._marked = dict(obs.images)
         if obs.images:
-            self.rec.frame(label, obs.images)
+            self._marked, _ = self.marker(obs)
+            extra = {f"{k} (marked)": v for k, v in self._marked.items() if v is not obs.images.get(k)}
+            self.rec.frame(label, {**obs.images, **extra})
         for fn in list(self.observers):
             fn(label, obs)
         return obs
 
     def _look(self, label: str) -> tuple:
+        """(state, the frames as the roles see them: marked unless the brain's VLM config says not)."""
         obs = self._observe(label)
-        return obs.state_dict(), obs.images
+        return obs.state_dict(), self._marked
 
     def _memory_text(self) -> str:
         return self.memory.text() if self.memory else "(memory disabled)"

@@ -265,7 +265,8 @@ class Marker:
         self.robot = robot
         self.options = options
         self.directions = robot.profile.directions
-        options.check_words(self.directions)
+        if options.arrows != MarkOptions().arrows:    # words a config names must be the profile's
+            options.check_words(self.directions)      # (the default words are drawn where they exist)
 
     def __call__(self, obs) -> tuple[dict, dict]:
         if not self.options.enabled or not obs.images:
