@@ -112,7 +112,8 @@ class XArm6Robot(Robot):
     def __init__(self, ip: str, profile: RobotProfile | str = "xarm6", *, command_port: int = 502,
                  cameras=None, connect: bool = True, gripper: bool = True, gripper_speed: int = 5000,
                  gripper_pulses_per_mm: float = 10.0, tcp_acc_mm_s2: float = 1000.0,
-                 stall_timeout_s: float = 1.0, readback_timeout_s: float = 2.0, show_readback: bool = True):
+                 stall_timeout_s: float = 1.0, readback_timeout_s: float = 2.0, show_readback: bool = True,
+                 calibration: str | None = None):
         self.ip = check_ipv4(ip)
         self.profile = profile if isinstance(profile, RobotProfile) else load_profile(profile)
         self.command_port = int(command_port)
@@ -128,7 +129,14 @@ class XArm6Robot(Robot):
         self.show_readback = bool(show_readback)
         self.safety_readback: list[SafetyReading] = []     # the last read-back (verify_safety)
         self._cameras_cfg = cameras
-        self.cameras = None
+        self.camera_set = None             # the CameraSet (robots/cameras.py)
+        # the cameras' calibration (motormind/grounding/camera.py): a file or URL; a wrist camera
+        # calibrated to the flange is moved to the TCP frame with the profile's TCP offset
+        self.calibrations: dict = {}
+        if calibration:
+            from motormind.grounding.camera import load_calibrations
+            tcp = self.profile.safety.tcp_offset if self.profile.safety is not None else None
+            self.calibrations = load_calibrations(calibration, tcp_offset=tcp)
         self._arm = None
         self._fault: XArmFault | None = None
         self._link_lost = False
@@ -137,7 +145,7 @@ class XArm6Robot(Robot):
         self._safety_expected: dict = {}
         if cameras is not None:
             from .cameras import CameraSet
-            self.cameras = cameras if isinstance(cameras, CameraSet) else CameraSet(cameras)
+            self.camera_set = cameras if isinstance(cameras, CameraSet) else CameraSet(cameras)
         if connect:
             try:
                 self.connect()
@@ -162,7 +170,16 @@ class XArm6Robot(Robot):
 
     @property
     def camera_names(self) -> list[str]:
-        return self.cameras.names if self.cameras is not None else []
+        return self.camera_set.names if self.camera_set is not None else []
+
+    # the xArm Gripper's fingers slide along the flange's y, which the profile's TCP frame (turned
+    # 90 deg about the tool axis) calls x
+    closing_axis_eef = (1.0, 0.0, 0.0)
+
+    def cameras(self) -> dict:
+        """The calibration file's cameras (``calibration=``); none without one. Depth: as the file
+        says (no depth stream is read yet: every camera's entry should say ``depth: false``)."""
+        return dict(self.calibrations)
 
     def connect(self) -> list["SafetyReading"]:
         """Connect, bring the arm up, write and verify its safety settings; return the safety
@@ -437,7 +454,8 @@ class XArm6Robot(Robot):
                             kind="not_ready", where=where)
 
     # ============================================================================ Robot interface
-    def observe(self, images: bool = False) -> Observation:
+    def observe(self, images: bool = False, depth: bool = False) -> Observation:
+        """``depth`` gives nothing yet: no depth stream is read (each calibration says so)."""
         self._ensure_link("observe")
         arm = self._arm
         try:
@@ -460,7 +478,7 @@ class XArm6Robot(Robot):
         rot = rpy_to_mat(*(math.radians(v) for v in pose[3:6]))
         span = max(1e-9, prof.gripper_max_width_mm - prof.gripper_min_width_mm)
         w = self._last_gripper_mm
-        imgs = self.cameras.read_all() if (images and self.cameras is not None) else {}
+        imgs = self.camera_set.read_all() if (images and self.camera_set is not None) else {}
         return Observation(
             t=time.time(), eef_pos_m=np.array(pose[:3], dtype=float) / 1000.0,
             eef_quat_xyzw=mat_to_quat(rot), gripper_width_mm=w,
@@ -535,9 +553,9 @@ class XArm6Robot(Robot):
         self._stop_evt.clear()
 
     def close(self) -> None:
-        if self.cameras is not None:
+        if self.camera_set is not None:
             try:
-                self.cameras.close()
+                self.camera_set.close()
             except Exception:  # noqa: BLE001
                 pass
         self._halt_quietly()
@@ -858,6 +876,7 @@ class XArm6Config:
     ip: str = ""                                          # the controller's IPv4 address (required)
     command_port: int = field(default=502, metadata={"ge": 1, "le": 65535})   # the emulator may use another
     cameras: tuple[str, ...] = ()                         # NAME=SOURCE each (robots/cameras.py)
+    calibration: str = ""                                 # the cameras' calibration file or URL (docs/grounding.md)
     gripper: bool = True                                  # drive the xArm Gripper
     stall_timeout_s: float = field(default=1.0, metadata={"gt": 0})
 
@@ -877,6 +896,7 @@ class XArm6Config:
     def build(self, profile: RobotProfile) -> "XArm6Robot":
         return XArm6Robot(self.ip, profile, command_port=self.command_port,
                           cameras=parse_camera_specs(self.cameras) or None, gripper=self.gripper,
+                          calibration=self.calibration or None,
                           stall_timeout_s=self.stall_timeout_s)
 
 

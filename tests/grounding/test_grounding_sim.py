@@ -169,7 +169,10 @@ def test_cell_grip_mark_lands_on_the_tcps_projection_in_every_camera(cell):
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(doc, fh)                                   # what the camera server's index serves
-    cals = load_calibrations(fh.name, tcp_offset=cfg.tcp_offset)
+    from motormind.robots.xarm6 import XArm6Robot
+    arm = XArm6Robot("127.0.0.1", connect=False, calibration=fh.name)   # the xArm6 backend reads the file
+    cals = arm.cameras()
+    assert cals == load_calibrations(fh.name, tcp_offset=prof.safety.tcp_offset)
     os.unlink(fh.name)
     assert set(cals) == {"front", "wrist"} and cals["wrist"].mount == "gripper"
     m, d = ph.model, ph.data
