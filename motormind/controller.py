@@ -361,7 +361,8 @@ class Controller:
                 and not (isinstance(cmd, Move) and cmd.guarded)
             gap0 = obs.gripper_width_mm
             blend_m, blend_rad = self._blend(cmd) if flows else (0.0, 0.0)
-            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend_m, chain, blend_rad)
+            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend_m, chain, blend_rad,
+                                                   follows=isinstance(nxt, (Move, Rotate)))
             chain = res.passed_target if res.status == "done" else None
             if isinstance(cmd, (Move, Rotate, Wait)) and res.status != "rejected":
                 self._say_grasp(res, self.grasp.during({"move": "move", "rotate": "rotation", "wait": "wait"}[cmd.op],
@@ -435,7 +436,7 @@ class Controller:
         return res
 
     def _execute_one(self, i: int, cmd, obs: Observation, rot_goal: np.ndarray, blend_m: float = 0.0,
-                     chain: np.ndarray | None = None, blend_rad: float = 0.0):
+                     chain: np.ndarray | None = None, blend_rad: float = 0.0, follows: bool = False):
         prof = self.profile
         tol = prof.tolerances
         t0 = self.clock()
@@ -458,7 +459,9 @@ class Controller:
                             blend_rad=blend_rad)
             commanded = {"rotation_deg": round(cmd.angle_deg, 3), "axis": cmd.axis}
         elif isinstance(cmd, Gripper):
-            motion = Motion("gripper", p0.copy(), rot_goal, gripper=cmd.width, max_steps=tol.max_steps_per_command)
+            # an arm motion next: fingers on their way to an opening may finish during it (robot.Motion.follows)
+            motion = Motion("gripper", p0.copy(), rot_goal, gripper=cmd.width, max_steps=tol.max_steps_per_command,
+                            follows=follows)
             commanded = {"gripper_fraction": cmd.width,
                          "gripper_width_mm": round(cmd.width * prof.gripper_max_width_mm, 1)}
         elif isinstance(cmd, Wait):

@@ -79,6 +79,8 @@ class GraspTracker:
             self.held_mm = None
             return ((f"opened to {end:.1f} mm" if full else width) + ": "
                     + (f"the object held at {was:.1f} mm is released" if was is not None else "nothing held"))
+        if full:
+            width = f"{'open' if target >= start else 'closed'} at {end:.1f} mm"
         return width + (f": still holding at {was:.1f} mm" if was is not None else ": nothing held")
 
     def during(self, what: str, start_mm: float, end_mm: float) -> str:

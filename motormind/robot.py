@@ -61,6 +61,9 @@ class Motion:
     blend_m: float = 0.0             # > 0: another move follows; pass within this of the target (a
                                      # backend that cannot blend settles at the target instead)
     blend_rad: float = 0.0           # > 0: another rotation follows; pass within this of the target
+    follows: bool = False            # a gripper motion an arm motion follows: an open or a partial width
+                                     # whose command is set, the fingers on their way and touching nothing,
+                                     # may finish during that motion (a close still ends at its stall)
 
     def to_json(self) -> dict:
         from .geometry import mat_to_quat
@@ -68,7 +71,8 @@ class Motion:
                 "target_quat_xyzw": [round(float(v), 6) for v in mat_to_quat(self.target_rot)],
                 "gripper": self.gripper, "seconds": self.seconds,
                 **({"blend_m": self.blend_m} if self.blend_m else {}),
-                **({"blend_rad": self.blend_rad} if self.blend_rad else {})}
+                **({"blend_rad": self.blend_rad} if self.blend_rad else {}),
+                **({"follows": True} if self.follows else {})}
 
 
 @dataclass
@@ -78,7 +82,9 @@ class MotionResult:
     stopped: bool = False            # interrupted by the emergency stop
     note: str = ""                   # e.g. "stalled: finger gap steady at 8.4 mm"
     contact: bool = False            # the motion ended against something (the arm, its tool or the held
-                                     # object touching the scene); a shortfall without contact is a settle
+                                     # object touching the scene); a shortfall without contact is a settle.
+                                     # A gripper motion: the fingers stalled against something between
+                                     # them (what makes a grasp held, motormind/grasp.py)
 
 
 class Robot(ABC):

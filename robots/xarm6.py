@@ -752,7 +752,8 @@ class XArm6Robot(Robot):
             if steady * period >= 0.3 and now - t0 > 0.4:
                 mm = gp / self.pulses_per_mm
                 if gp > target:    # closing and stopped early: an object between the fingers
-                    return MotionResult(steps, converged=True, note=f"stalled: holding at {mm:.1f} mm")
+                    return MotionResult(steps, converged=True, contact=True,   # the Controller says held
+                                        note=f"stalled: holding at {mm:.1f} mm")
                 return MotionResult(steps, converged=False,
                                     note=f"gripper stalled at {mm:.1f} mm (target {width:.1f} mm)")
             if now - t0 > deadline_s:

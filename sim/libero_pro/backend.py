@@ -559,7 +559,14 @@ class LiberoRobot(Robot):
         """Sign commands only (libero-pro.md §1.2, §7.11): each step moves the integrated command c
         by 0.25, whose steady finger gap is about 40 (1 - c) mm. Full open / close: drive the sign
         until the gap stops changing. Partial fraction: drive n = round(dc / 0.25) steps, then hold
-        (0) until steady, so partial widths land within about +-5 mm (10 mm per step)."""
+        (0) until steady, so partial widths land within about +-5 mm (10 mm per step).
+
+        A closing command reports at its stall: the step the fingers stop with both pressing on one
+        body (a pinch, as a gripper's force sensing tells it), or stop well above where their
+        command puts them; ``contact=True`` then says they stalled against something (held or not is
+        the Controller's word, motormind/grasp.py). With ``motion.follows`` (an arm motion is next),
+        an opening or a partial width returns once its command is set and the fingers are on their
+        way, untouched: they finish during that motion instead of settling here."""
         if motion.gripper is None or not math.isfinite(float(motion.gripper)):
             raise RobotFault("gripper motion without a finite target fraction", kind="bad_motion")
         g = float(np.clip(motion.gripper, 0.0, 1.0))
@@ -595,17 +602,25 @@ class LiberoRobot(Robot):
                     if cmd > 0 and ramping and GRIP_MM_PER_UNIT * (1.0 - c) < w - GRIP_HELD_MARGIN_MM:
                         ramping = False
                 steady = steady + 1 if (steps > 0 and dw < GRIP_STEADY_MM and not ramping) else 0
-                done = steady >= GRIP_STEADY_STEPS or (full_close and steps > 0 and w < EMPTY_CLOSED_MM) \
+                # a close stopped with both fingers pressing on one body: stalled, report now (the
+                # command keeps integrating during the next commands, so the grip only tightens)
+                pinched = closing and steps > 0 and dw < GRIP_STEADY_MM and self._pinched()
+                done = steady >= GRIP_STEADY_STEPS or pinched \
+                    or (full_close and steps > 0 and w < EMPTY_CLOSED_MM) \
                     or (full_open and steps > 0 and w > self.profile.gripper_max_width_mm - GRIP_OPEN_MARGIN_MM)
                 if n_cmd == 0 and steps == 0 and abs(w - target_w) < GRIP_STEP_MM / 2 and dw < GRIP_STEADY_MM:
                     done = True
-                if done:
+                on_way = (motion.follows and not done and steps > 0 and not ramping and not full_close
+                          and (full_open or n_cmd) and not self._robot_contacts()[1])
+                if done or on_way:
                     self._grip_cmd = cmd
                     final_c = 1.0 if full_close else -1.0 if full_open else self._grip_state()
                     expected = float(np.clip(GRIP_MM_PER_UNIT * (1.0 - final_c), EMPTY_CLOSED_MM,
                                              self.profile.gripper_max_width_mm))
-                    return MotionResult(steps, True, False,
-                                        self._grip_note(w, target_w, expected, closing, full_open, full_close))
+                    stalled = closing and not on_way and (pinched or w > expected + GRIP_HELD_MARGIN_MM)
+                    note = (f"the fingers are still {'closing' if w > expected else 'opening'} toward about "
+                            f"{expected:.0f} mm and finish during the next motion") if on_way else ""
+                    return MotionResult(steps, True, False, note, contact=bool(stalled))
                 if self._interrupted(estop):
                     self._grip_cmd = 0.0
                     return MotionResult(steps, False, True, f"stopped at width {w:.1f} mm")
@@ -619,15 +634,9 @@ class LiberoRobot(Robot):
                 self._step_servo(p_tgt, r_tgt)
                 steps += 1
 
-    def _grip_note(self, w, target_w, expected, closing, full_open, full_close) -> str:
-        """``expected``: the steady gap of the final integrated command with nothing in between."""
-        if full_open:
-            return f"open: width {w:.1f} mm"
-        if closing and w > expected + GRIP_HELD_MARGIN_MM:
-            return f"stalled: finger gap steady at {w:.1f} mm (object held)"
-        if full_close:
-            return f"closed: width {w:.1f} mm (nothing held)"
-        return f"width {w:.1f} mm (target {target_w:.1f} mm)"
+    def _pinched(self) -> bool:
+        """Both fingers press on one body of the scene now. Call under the lock."""
+        return any(len(fs) == 2 for fs in self._robot_contacts()[1].values())
 
     # ------------------------------------------------------------------ evaluator / oracle access
     def success(self) -> bool:
@@ -699,5 +708,5 @@ FULL_CLOSE_FRACTION = 0.05
 GRIP_STEADY_MM = 0.3      # |d width| per step below this ...
 GRIP_STEADY_STEPS = 2     # ... for this many consecutive steps: the fingers have stopped
 EMPTY_CLOSED_MM = 3.0     # closed on nothing settles at ~2 mm; below 3 mm counts as closed
-GRIP_HELD_MARGIN_MM = 4.0 # closing stalled this far above the expected gap: an object is held
+GRIP_HELD_MARGIN_MM = 4.0 # a close stopped this far above where its command puts the fingers: stalled
 GRIP_OPEN_MARGIN_MM = 3.0 # "open" is done within this of the widest gap (the last millimetres creep)

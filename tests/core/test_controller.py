@@ -364,3 +364,15 @@ def test_a_profile_with_a_blend_names_its_fraction():
     d["tolerances"]["blend_fraction"] = 1.5
     with pytest.raises(ConfigError, match="tolerances.blend_fraction: must be within 0..1"):
         profile_from_dict(d, "libero_panda.yaml")
+
+
+def test_a_gripper_command_is_told_when_an_arm_motion_follows(fake_robot):
+    """Settling only where the next command needs it (issue 33 item 6): an open or a width followed by
+    a move or rotation may finish during it (robot.Motion.follows); before a done, a wait, another
+    gripper command or the batch's end it settles."""
+    Controller(fake_robot).run(B({"op": "gripper", "action": "open"}, mv("up", 10),
+                                 {"op": "gripper", "width": 0.5}, {"op": "rotate", "axis": "yaw", "angle_deg": 5},
+                                 {"op": "gripper", "action": "close"}, {"op": "wait", "seconds": 0.1},
+                                 {"op": "gripper", "action": "open"}, {"op": "done"}))
+    grips = [m.follows for m in fake_robot.executed if m.kind == "gripper"]
+    assert grips == [True, True, False, False]

@@ -99,3 +99,8 @@ def test_opening_after_a_grasp_says_released(fake_profile):
     rep = c.run(B(OPEN))
     assert rep.results[0].reason.startswith("opened to") and "the object held at 30.0 mm is released" \
         in rep.results[0].reason
+
+
+def test_a_full_command_that_moves_nothing_says_where_the_fingers_are():
+    t = GraspTracker()
+    assert t.gripper(77.7, 77.7, 78.0, stalled=False, full=True) == "open at 77.7 mm: nothing held"
