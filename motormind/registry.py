@@ -141,18 +141,25 @@ def oracle_brain(cfg: BrainConfig, robot, profile, record=None, remote=None):
 
 
 def openai_brain(cfg: BrainConfig, robot, profile, record=None, backend=None):
-    """Any OpenAI-compatible endpoint (``docs/vlm-backends.md``). A VLM config with ``serve: oracle``
-    or ``serve: replay`` first starts serve-brain in this process (``motormind/serve/server.py``) with
-    that brain behind it (or ``backend``, e.g. the diagnostic's oracle) and points the client at it;
-    the brain's ``close()`` stops the server."""
+    """Any OpenAI-compatible endpoint (``docs/vlm-backends.md``). A VLM config with ``serve: oracle``,
+    ``serve: replay`` or ``serve: manual`` first starts serve-brain in this process
+    (``motormind/serve/server.py``) with that brain behind it (or ``backend``, e.g. the diagnostic's
+    oracle) and points the client at it; the brain's ``close()`` stops the server. ``manual``
+    (``motormind/serve/manual.py``) writes each request to a queue folder for a person or an agent
+    to answer, and is sent no context and no scene (nothing privileged)."""
     from .brains.openai_brain import OpenAIBrain, load_vlm_config
     vcfg = load_vlm_config(cfg.vlm, cfg.vlm_set)
     prof = profile or getattr(robot, "profile", None)
     rec = record or (lambda kind, **data: None)
-    server = None
+    server = manual = None
     if vcfg.serve:
         from .serve.server import BrainServer, ReplayBrain
-        if backend is None and vcfg.serve == "oracle":
+        if backend is None and vcfg.serve == "manual":
+            from .serve.manual import ManualBrain
+            backend = manual = ManualBrain(manual_queue(vcfg, record), vcfg.auto, on_event=rec)
+            vcfg.text_style = "raw"                  # the answer goes back as written, never reshaped
+            vcfg.send_budget = True                  # what the episode has left, for the folder
+        elif backend is None and vcfg.serve == "oracle":
             if robot is None or not hasattr(robot, "scene"):
                 raise ConfigError("serve: oracle needs a simulated robot (its privileged scene)")
             backend = oracle_brain(BrainConfig("oracle"), robot, prof)
@@ -162,7 +169,7 @@ def openai_brain(cfg: BrainConfig, robot, profile, record=None, backend=None):
                              text_style=vcfg.text_style, quirks=vcfg.quirks or None, family=vcfg.image_rules,
                              latency=vcfg.latency or None).start()
         vcfg.base_url = server.url
-        vcfg.send_context = True                     # the served brain answers from the role's context
+        vcfg.send_context = manual is None           # the served brain answers from the role's context
         vcfg.privileged = vcfg.privileged or bool(getattr(backend, "privileged", False))
         if not vcfg.api_key:
             vcfg.api_key, vcfg.api_key_env = "local", None
@@ -172,11 +179,30 @@ def openai_brain(cfg: BrainConfig, robot, profile, record=None, backend=None):
     try:
         brain = OpenAIBrain(vcfg, on_event=rec, scene_fn=scene_fn, profile_name=getattr(prof, "name", None))
     except Exception:
+        if manual:
+            manual.close()
         if server:
             server.close()
         raise
     if server:
         brain._owned.append(server)
         brain.server = server
+    if manual:                                       # closed first: its waiting requests end, then the server
+        brain._owned.append(manual)
+        brain.manual = manual
     return brain
+
+
+def manual_queue(vcfg, record=None):
+    """The queue folder of one episode (``serve: manual``): ``queue``/<the run directory's name>
+    when the config names a queue root (so several episodes at once each have their own), else the
+    run directory's ``queue/``."""
+    from pathlib import Path
+    run_dir = getattr(record, "dir", None)
+    if vcfg.queue:
+        return Path(vcfg.queue) / run_dir.name if run_dir is not None else Path(vcfg.queue)
+    if run_dir is None:
+        raise ConfigError("serve: manual needs a queue folder: queue: DIR (--vlm-set queue=DIR), or a run "
+                          "directory to hold one")
+    return Path(run_dir) / "queue"
 

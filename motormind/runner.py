@@ -78,6 +78,21 @@ class EpisodeRunner:
         self.observers: list = []        # fn(label, Observation) at every look (the MCAP recorder)
         self._stop_reason = ""
         self.rec.listeners.append(self._count_call)
+        watch = getattr(brain, "watch_budget", None)
+        if watch is not None:            # the brain may tell its endpoint what the episode has left
+            watch(self.budget_left)
+
+    def budget_left(self) -> dict:
+        """What the episode has left: control steps, wall time, batches (the one being asked for
+        counts). Not privileged: a teleoperator knows it; the openai brain's ``send_budget`` sends it
+        with each call."""
+        steps, book, cfg = int(self.steps_fn()), self.book, self.cfg
+        used = book.clock() - book.t0
+        return {"steps_used": steps, "step_budget": cfg.max_steps,
+                "steps_left": None if cfg.max_steps is None else max(0, cfg.max_steps - steps),
+                "wall_s_used": round(used, 1), "wall_budget_s": cfg.wall_budget_s,
+                "wall_s_left": round(max(0.0, cfg.wall_budget_s - used), 1),
+                "batches_used": book.batches, "batch_budget": cfg.max_batches}
 
     @property
     def motion_s(self) -> float:

@@ -49,6 +49,11 @@ class Brain(ABC):
         """Send through the worker's per-endpoint gates (``brains/gate.py``: a cap on requests in
         flight, shared slow-downs). A brain that calls no endpoint has nothing to gate."""
 
+    def watch_budget(self, fn) -> None:
+        """``fn() -> dict``: what the episode has left (control steps, wall time, batches), which the
+        episode gives its brain; a brain that sends it along (the openai brain's ``send_budget``)
+        keeps it. Not privileged: a teleoperator knows it."""
+
     def close(self) -> None:
         pass
 
@@ -67,6 +72,9 @@ class BrainWrapper(Brain):
 
     def use_gates(self, gates) -> None:
         self.inner.use_gates(gates)
+
+    def watch_budget(self, fn) -> None:
+        self.inner.watch_budget(fn)
 
 
 def image_stats(images: dict) -> dict:

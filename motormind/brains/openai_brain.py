@@ -108,8 +108,13 @@ class VLMConfig:
     privileged: bool = False                    # the endpoint answers from privileged state (the oracle)
     send_context: bool = False                  # MotorMind's server only (see the module doc)
     send_scene: bool = False                    # MotorMind's server only: ships PRIVILEGED scene state
-    serve: str | None = None                    # oracle | replay: start serve-brain in-process first
+    send_budget: bool = False                   # MotorMind's server only: the role, the call's timeout and what
+                                                #  the episode has left (steps, wall time), non-privileged
+    serve: str | None = None                    # oracle | replay | manual: start serve-brain in-process first
     replay: str | None = None                   # serve: replay -> the episode record to replay
+    queue: str | None = None                    # serve: manual -> the queue folder ROOT (each episode in ROOT/<run
+                                                #  dir's name>); None: the run directory's queue/
+    auto: dict = field(default_factory=dict)    # serve: manual -> fixed answers per role, {monitor: no-cancel}
     faults: dict = field(default_factory=dict)  # serve-brain fault plan (motormind.serve.faults)
     quirks: dict = field(default_factory=dict)  # serve-brain quirk plan (motormind.serve.quirks)
     latency: dict = field(default_factory=dict)  # serve-brain latency plan, s (motormind.serve.latency)
@@ -132,8 +137,15 @@ class VLMConfig:
         if self.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
             raise ConfigError(f"max_tokens_param: must be max_tokens or max_completion_tokens, "
                               f"got {self.max_tokens_param!r}")
-        if self.serve not in (None, "oracle", "replay"):
-            raise ConfigError(f"serve: must be oracle or replay (or absent), got {self.serve!r}")
+        if self.serve not in (None, "oracle", "replay", "manual"):
+            raise ConfigError(f"serve: must be oracle, replay or manual (or absent), got {self.serve!r}")
+        if self.serve == "manual":
+            for k in ("send_context", "send_scene", "privileged"):
+                if getattr(self, k):
+                    raise ConfigError(f"{k}: must be false with serve: manual (nothing privileged may reach the "
+                                      "answerer's folder: it holds what the prompt holds)")
+        elif self.auto:
+            raise ConfigError("auto: fixed answers are for serve: manual only")
         if self.serve == "replay" and not self.replay:
             raise ConfigError("replay: serve: replay needs the episode record to replay (replay: RUN_DIR)")
         for k in ("timeout_s", "backoff_s", "backoff_max_s"):
@@ -240,7 +252,7 @@ def vlm_config_from_dict(d: dict, source: str = "") -> VLMConfig:
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: must be a mapping")
     d = _expand(d)
-    for k in ("prices", "extra_body", "headers", "roles", "faults", "quirks", "latency"):
+    for k in ("prices", "extra_body", "headers", "roles", "faults", "quirks", "latency", "auto"):
         if k in d and d.get(k) is None:
             d.pop(k, None)
     if "source" in d:
@@ -405,6 +417,8 @@ class OpenAIBrain(Brain):
         self.floods = 0
         self._owned: list = []                  # things close() closes (an in-process server)
         self.gate = None                         # the worker's EndpointGate for base_url (use_gates)
+        self.budget_fn: Callable[[], dict] | None = None   # what the episode has left (watch_budget)
+        self.answered_by: dict = {}              # role -> who answered it, as the server says (meta.server.source)
         self._lock = threading.Lock()
         self.totals = {"calls": 0, "attempts": 0, "retries": 0, "input_tokens": 0, "output_tokens": 0,
                        "cost_usd": 0.0, "failures": 0}
@@ -425,6 +439,9 @@ class OpenAIBrain(Brain):
 
     def use_gates(self, gates) -> None:
         self.gate = gates.get(self.cfg.base_url) if gates is not None else None
+
+    def watch_budget(self, fn: Callable[[], dict]) -> None:
+        self.budget_fn = fn
 
     # -- building the request -------------------------------------------------------------------
     def _opt(self, role: str, key: str):
@@ -472,6 +489,7 @@ class OpenAIBrain(Brain):
         if rf:
             kw["response_format"] = rf
         extra = dict(self.cfg.extra_body or {})
+        mm: dict = {}
         if self.cfg.send_context or self.cfg.send_scene:
             mm = {"role": req.role, "prompt_name": req.prompt_name, "session": self.session,
                   "context": _jsonable(req.context)}
@@ -479,6 +497,11 @@ class OpenAIBrain(Brain):
                 mm["profile"] = self.profile_name
             if self.cfg.send_scene and req.role in ("planner", "executor", "verifier"):
                 mm["scene"] = _jsonable(self.scene_fn().snapshot())   # PRIVILEGED
+        if self.cfg.send_budget:            # non-privileged: what a teleoperator knows of the episode
+            mm.update(role=req.role, prompt_name=req.prompt_name, session=self.session,
+                      timeout_s=float(self._opt(req.role, "timeout_s")),
+                      budget=_jsonable(self.budget_fn()) if self.budget_fn is not None else None)
+        if mm:
             extra["motormind"] = mm
         if extra:
             kw["extra_body"] = extra
@@ -538,6 +561,7 @@ class OpenAIBrain(Brain):
             meta["server_quirk"] = headers.get("x-motormind-quirk")
         if extra:
             meta["server"] = {k: extra[k] for k in ("source", "images_received", "usage_estimated") if k in extra}
+            self._answered(req.role, extra.get("source"))
         cost = self.cost(tin, tout)
         if cost is not None:
             meta["cost_usd"] = cost
@@ -616,6 +640,19 @@ class OpenAIBrain(Brain):
                     self.gate.slow_down(info["backoff_s"])    # every episode on this endpoint waits,
                 else:                                         # this one at its next slot()
                     self._sleep(info["backoff_s"])
+
+    def _answered(self, role: str, source) -> None:
+        """Who answered ``role`` (the server's ``motormind.source``: ``manual``, ``auto:no-cancel``,
+        ``oracle``): kept per role, and recorded (``vlm_answered_by``) the first time, or when it changes."""
+        if not isinstance(source, str) or not source:
+            return
+        with self._lock:
+            had = self.answered_by.get(role, "")
+            if source in had.split("+"):
+                return
+            self.answered_by[role] = f"{had}+{source}" if had else source
+            now = self.answered_by[role]
+        self.on_event("vlm_answered_by", role=role, by=now)
 
     def _refused(self, req: BrainRequest, status: int, msg: str) -> None:
         """The server will not take images: the brain is unfit (raises BrainUnfit)."""

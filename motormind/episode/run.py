@@ -239,7 +239,10 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
                                                                  ("input_tokens", "output_tokens")},
                    "vlm": dict(vtot),
                    "episode_wall_s": round(time.monotonic() - t0, 3), "run_dir": str(run_dir),
-                   "events": rec.counts, **({"mcap": str(mcap.path)} if mcap else {})}
+                   "events": rec.counts, **({"mcap": str(mcap.path)} if mcap else {}),
+                   # who answered each role, as the served endpoint said (manual, auto:no-cancel, oracle)
+                   **({"answered_by": dict(base_brain.answered_by)} if getattr(base_brain, "answered_by", None)
+                      else {})}
         rec("episode_end", **{k: summary[k] for k in ("success", "outcome", "reason", "steps", "wall_s")})
         if spec.interference:
             summary["interference"] = {

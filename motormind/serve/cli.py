@@ -5,6 +5,7 @@
     motormind serve-brain --backend reach --fault malformed_json=0.2 --fault http_429=0.1
     motormind serve-brain --backend reach --quirk think_block=0.3 --quirk images_ignored=1 --family qwen2.5-vl
     motormind serve-brain --backend oracle --latency 5 --latency monitor=1~0.5   # a VLM-like delay per call
+    motormind serve-brain --backend manual --queue DIR --auto monitor=no-cancel,memory=none   # a person answers
 
 For ``motormind run`` nothing needs starting by hand: ``configs/vlm/local-oracle.yaml`` says
 ``serve: oracle`` and the run starts this server in-process next to the simulation.
@@ -19,10 +20,18 @@ def register(subparsers) -> None:
     from ..argtypes import non_negative, port
     p = subparsers.add_parser("serve-brain", help="serve a MotorMind brain over an OpenAI-compatible HTTP API "
                                                   "(/v1/models, /v1/chat/completions), with fault injection")
-    p.add_argument("--backend", default="oracle", choices=["oracle", "replay", "reach"],
+    p.add_argument("--backend", default="oracle", choices=["oracle", "replay", "reach", "manual"],
                    help="oracle: the privileged oracle, fed scene snapshots by send_scene clients "
                         "(configs/vlm/remote-oracle.yaml); replay: the answers of a recorded episode (--record); "
-                        "reach: a toy oracle for the kinematic fake arm")
+                        "reach: a toy oracle for the kinematic fake arm; manual: each request written to a "
+                        "folder under --queue, answered by a person or an agent (docs/manual-vlm.md)")
+    p.add_argument("--queue", default=None, metavar="DIR",
+                   help="manual: the queue folder (one folder per request, DIR/waiting.json the index)")
+    p.add_argument("--auto", action="append", default=[], metavar="ROLE=ANSWER[,...]",
+                   help="manual: fixed answers, off by default: monitor=no-cancel, memory=none, probe=look")
+    p.add_argument("--answer-timeout", type=non_negative, default=None, metavar="S",
+                   help="manual: how long a request waits when the client does not say its timeout "
+                        "(default: until answered or the server stops)")
     p.add_argument("--record", default=None, help="replay: an episode's run directory or its events.jsonl")
     p.add_argument("--profile", default="libero_panda", help="oracle: robot profile when the client sends none")
     p.add_argument("--scene", default=None, metavar="URL",
@@ -72,7 +81,16 @@ def _serve(args) -> int:
     # every mistake of the command line is a ConfigError here (one line, by motormind.cli.main)
     if args.scene and args.backend != "oracle":
         raise ConfigError(f"--scene: only --backend oracle reads a scene (not {args.backend})")
-    if args.backend == "replay":
+    for flag, v in (("--queue", args.queue), ("--auto", args.auto), ("--answer-timeout", args.answer_timeout)):
+        if v and args.backend != "manual":
+            raise ConfigError(f"{flag}: only --backend manual has a queue (not {args.backend})")
+    if args.backend == "manual":
+        from .manual import ManualBrain, parse_auto
+        if not args.queue:
+            raise ConfigError("--backend manual needs --queue DIR (the folder the requests are written to)")
+        brain = ManualBrain(args.queue, parse_auto(args.auto, "--auto"), max_wait_s=args.answer_timeout or None)
+        args.text_style = "raw"                 # the answer goes back as written
+    elif args.backend == "replay":
         if not args.record:
             raise ConfigError("--backend replay needs --record RUN_DIR")
         brain = ReplayBrain(args.record)
@@ -109,6 +127,10 @@ def _serve(args) -> int:
                       allow_hosts=tuple(args.allow_host), sock=sock, latency=latency if latency.active else None)
     priv = " (PRIVILEGED: answers from simulator state)" if getattr(brain, "privileged", False) else ""
     print(f"serve-brain: {args.backend} as model {model!r} at {srv.url}{priv}", file=sys.stderr)
+    if args.backend == "manual":
+        print(f"serve-brain: requests go to {brain.queue}/ (waiting: {brain.queue}/waiting.json); answer each "
+              f"by renaming answer.json.tmp to answer.json in its folder"
+              f"{'; fixed answers ' + json.dumps(brain.auto) if brain.auto else ''}", file=sys.stderr)
     if faults.active:
         print(f"serve-brain: injecting faults {json.dumps(faults.describe())}", file=sys.stderr)
     if latency.active:
@@ -121,5 +143,7 @@ def _serve(args) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if hasattr(brain, "close"):
+            brain.close()                       # the manual backend's waiting requests end first
         srv.close()
     return 0

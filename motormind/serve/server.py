@@ -150,7 +150,9 @@ def request_from_body(body: dict) -> tuple[BrainRequest, dict]:
     req = BrainRequest(role, extra.get("prompt_name") or role, system, user, schema, images, ctx, history)
     return req, {"session": extra.get("session", ""), "scene": extra.get("scene"),
                  "profile": extra.get("profile"), "images_sent": n_img, "images_decoded": len(images),
-                 "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens")}
+                 "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens"),
+                 "budget": extra.get("budget"), "timeout_s": extra.get("timeout_s"),   # send_budget (manual.py)
+                 "messages": msgs}
 
 
 def prompt_hash(system: str, user: str) -> str:
@@ -371,8 +373,8 @@ class BrainServer:
 
     # -- answering ------------------------------------------------------------------------------
     def _respond(self, req: BrainRequest, extras: dict) -> BrainReply:
-        if req.role in CHECK_SCHEMAS:        # the camera checks: the emulated model looks at the pixels
-            return self._look(req, extras)
+        if req.role in CHECK_SCHEMAS and not getattr(self.brain, "answers_checks", False):
+            return self._look(req, extras)   # the camera checks: the emulated model looks at the pixels
         if hasattr(self.brain, "respond_with"):
             return self.brain.respond_with(req, extras)
         return self.brain.respond(req)
