@@ -157,6 +157,10 @@ def openai_brain(cfg: BrainConfig, robot, profile, record=None, backend=None):
         if backend is None and vcfg.serve == "manual":
             from .serve.manual import ManualBrain
             backend = manual = ManualBrain(manual_queue(vcfg, record), vcfg.auto, on_event=rec)
+            import sys
+            print(f"manual VLM: each request is a folder in {manual.queue}/ (the waiting ones: waiting.json); "
+                  "answer by renaming answer.json.tmp to answer.json in it (docs/manual-vlm.md)"
+                  + (f"; fixed answers {vcfg.auto}" if vcfg.auto else ""), file=sys.stderr, flush=True)
             vcfg.text_style = "raw"                  # the answer goes back as written, never reshaped
             vcfg.send_budget = True                  # what the episode has left, for the folder
         elif backend is None and vcfg.serve == "oracle":

@@ -315,3 +315,40 @@ def test_two_concurrent_episodes_keep_their_queues_apart(tmp_path):
         assert r["answered_by"] == {"probe": "auto:look", "planner": "manual", "executor": "manual",
                                     "verifier": "manual", "memory": "auto:none"}
         assert r["brain_label"] == "openai:manual" and r["privileged"] is False
+
+
+def test_an_answer_is_read_only_once_whole_under_its_name(tmp_path):
+    """``answer.json.tmp`` (half-written) is never read; the rename to ``answer.json`` delivers it
+    (a direct call, without a server: the messages rebuilt as the openai brain sends them)."""
+    brain = manual.ManualBrain(tmp_path, poll_s=0.02)
+    got = []
+    img = np.zeros((16, 24, 3), dtype=np.uint8)
+    req = BrainRequest("probe", "probe", "You are the Probe.", "Name the colour.", PROBE, {"wrist": img}, {})
+    t = threading.Thread(target=lambda: got.append(brain.respond(req)), daemon=True)
+    t.start()
+    try:
+        entry = wait_for(lambda: manual.waiting(tmp_path), 10, "the request")[0]
+        folder = Path(entry["path"])
+        assert entry["role"] == "probe" and manual.read_request(folder)["images"][0]["width"] == 24
+        (folder / "answer.json.tmp").write_text('{"schema_version": 1, "colo')       # half-written
+        time.sleep(0.3)
+        assert not got and manual.read_request(folder)["state"] == "waiting"
+        (folder / "answer.json.tmp").write_text('{"schema_version": 1, "colours": ["black"]}')
+        (folder / "answer.json.tmp").rename(folder / "answer.json")
+        t.join(10)
+        assert got[0].text == '{"schema_version": 1, "colours": ["black"]}' and got[0].brain == "manual"
+        assert manual.read_request(folder)["state"] == "answered" and manual.waiting(tmp_path) == []
+        with pytest.raises(ValueError, match="already answered"):
+            manual.answer(folder, "{}")
+    finally:
+        brain.close()
+
+
+def test_serve_brain_manual_command_line(tmp_path, capsys):
+    from motormind.cli import main
+    assert main(["serve-brain", "--backend", "manual"]) == 2
+    assert "--backend manual needs --queue DIR" in capsys.readouterr().err
+    assert main(["serve-brain", "--queue", str(tmp_path)]) == 2
+    assert "--queue: only --backend manual has a queue (not oracle)" in capsys.readouterr().err
+    assert main(["serve-brain", "--backend", "manual", "--queue", str(tmp_path), "--auto", "monitor=sure"]) == 2
+    assert "--auto.monitor: unknown fixed answer 'sure' (known: no-cancel)" in capsys.readouterr().err
