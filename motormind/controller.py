@@ -362,7 +362,8 @@ class Controller:
             gap0 = obs.gripper_width_mm
             blend_m, blend_rad = self._blend(cmd) if flows else (0.0, 0.0)
             res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend_m, chain, blend_rad,
-                                                   follows=isinstance(nxt, (Move, Rotate)))
+                                                   follows=isinstance(nxt, (Move, Rotate)),
+                                                   at_rest=not (nxt is None or isinstance(nxt, Done)))
             chain = res.passed_target if res.status == "done" else None
             if isinstance(cmd, (Move, Rotate, Wait)) and res.status != "rejected":
                 self._say_grasp(res, self.grasp.during({"move": "move", "rotate": "rotation", "wait": "wait"}[cmd.op],
@@ -436,7 +437,8 @@ class Controller:
         return res
 
     def _execute_one(self, i: int, cmd, obs: Observation, rot_goal: np.ndarray, blend_m: float = 0.0,
-                     chain: np.ndarray | None = None, blend_rad: float = 0.0, follows: bool = False):
+                     chain: np.ndarray | None = None, blend_rad: float = 0.0, follows: bool = False,
+                     at_rest: bool = True):
         prof = self.profile
         tol = prof.tolerances
         t0 = self.clock()
@@ -450,8 +452,9 @@ class Controller:
                                   duration_s=self.clock() - t0), obs, rot_goal)
         if isinstance(cmd, Move):
             disp = cmd.displacement_mm / 1000.0
+            # before a done or the batch's end nothing starts from the target at rest (robot.Motion.at_rest)
             motion = Motion("move", start + disp, rot_goal, max_steps=tol.max_steps_per_command, blend_m=blend_m,
-                            blend_rad=blend_rad)
+                            blend_rad=blend_rad, at_rest=at_rest)
             commanded = {"translation_mm": _mm(disp)}
         elif isinstance(cmd, Rotate):
             rot_goal = axis_angle_to_mat(cmd.axis_vector, math.radians(cmd.angle_deg)) @ rot_goal

@@ -61,6 +61,9 @@ class Motion:
     blend_m: float = 0.0             # > 0: another move follows; pass within this of the target (a
                                      # backend that cannot blend settles at the target instead)
     blend_rad: float = 0.0           # > 0: another rotation follows; pass within this of the target
+    at_rest: bool = True             # a move: end at rest on the target (what follows starts from it:
+                                     # a gripper action, a wait); False before a ``done`` or the batch's
+                                     # end: it may end once within the position tolerance, still slowing
     follows: bool = False            # a gripper motion an arm motion follows: an open or a partial width
                                      # whose command is set, the fingers on their way and touching nothing,
                                      # may finish during that motion (a close still ends at its stall)
@@ -72,7 +75,8 @@ class Motion:
                 "gripper": self.gripper, "seconds": self.seconds,
                 **({"blend_m": self.blend_m} if self.blend_m else {}),
                 **({"blend_rad": self.blend_rad} if self.blend_rad else {}),
-                **({"follows": True} if self.follows else {})}
+                **({"follows": True} if self.follows else {}),
+                **({} if self.at_rest else {"at_rest": False})}
 
 
 @dataclass

@@ -56,6 +56,7 @@ CAMERAS = ("agentview", "robot0_eye_in_hand")
 SMALL_POS_FLOOR_M = 0.0001        # free-space servo residual is ~0.1-0.2 mm
 SMALL_VEL_FLOOR_M = 0.00005
 SMALL_ROT_FLOOR_RAD = math.radians(0.1)
+LOOSE_V_M = 0.002                 # a move before a done or the batch's end ends slower than this a step
 
 
 _LIBC = None
@@ -454,6 +455,11 @@ class LiberoRobot(Robot):
             v_tol = min(v_tol, max(SMALL_VEL_FLOOR_M, 0.25 * err0))
         else:
             rot_tol = min(rot_tol, max(SMALL_ROT_FLOOR_RAD, 0.1 * ang0))
+        # a move nothing starts from at rest (before a done, the batch's end): done once within the
+        # profile's own position tolerance (10 % of a small command) and slower than LOOSE_V_M a step
+        loose = motion.kind == "move" and not motion.at_rest
+        loose_tol = min(tol.position_mm / 1000.0, max(SMALL_POS_FLOOR_M, 0.1 * err0))
+        loose_v = min(LOOSE_V_M, max(SMALL_VEL_FLOOR_M, 0.25 * err0))
         stall_w = math.radians(0.1)
         steps, still, prev_ang = 0, 0, None
         while True:
@@ -463,6 +469,8 @@ class LiberoRobot(Robot):
                 err = float(np.linalg.norm(p_tgt - pose.p))
                 ang = float(np.linalg.norm(rot_error(r_tgt, pose.r)))
                 if err < pos_tol and ang < rot_tol and np.linalg.norm(v) < v_tol:
+                    return MotionResult(steps, True, False, "")
+                if loose and err < loose_tol and ang < rot_tol and np.linalg.norm(v) < loose_v:
                     return MotionResult(steps, True, False, "")
                 if motion.blend_m > 0 and err < motion.blend_m and ang < max(rot_tol, motion.blend_rad):
                     return MotionResult(steps, True, False, "")          # passing through: the next command follows

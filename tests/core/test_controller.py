@@ -376,3 +376,14 @@ def test_a_gripper_command_is_told_when_an_arm_motion_follows(fake_robot):
                                  {"op": "gripper", "action": "open"}, {"op": "done"}))
     grips = [m.follows for m in fake_robot.executed if m.kind == "gripper"]
     assert grips == [True, True, False, False]
+
+
+def test_a_move_before_a_done_or_the_batchs_end_need_not_end_at_rest(fake_robot):
+    """Settling only where the next command needs it (issue 33 item 6): a move before a gripper action
+    or a wait ends at rest on its target; before a done or the batch's end it may end within the
+    tolerance, still slowing (robot.Motion.at_rest)."""
+    c = Controller(fake_robot)
+    c.run(B(mv("up", 10), {"op": "gripper", "action": "close"}, mv("up", 10), {"op": "wait", "seconds": 0.1},
+            mv("up", 10), {"op": "done"}))
+    c.run(B(mv("up", 10)))
+    assert [m.at_rest for m in fake_robot.executed if m.kind == "move"] == [True, True, False, False]

@@ -307,6 +307,22 @@ def test_an_opening_before_an_arm_motion_returns_on_its_way(robot):
 
 
 @pytest.mark.sim
+def test_a_move_nothing_starts_from_at_rest_ends_sooner_within_tolerance(robot):
+    """Before a done or the batch's end (``at_rest=False``) a move ends once within the position
+    tolerance and slower than 2 mm a step: 2-3 steps sooner on a 100 mm move, and it stays there."""
+    counts = []
+    for at_rest in (True, False):
+        p, r = _pose(robot)
+        target = p + np.array([0.0, 0.0, 0.1 if at_rest else -0.1])
+        res = robot.execute(Motion("move", target, r, max_steps=60, at_rest=at_rest), threading.Event())
+        assert res.converged and np.linalg.norm(robot.observe().eef_pos_m - target) < 0.002
+        counts.append(res.steps)
+        robot.execute(Motion("wait", robot.observe().eef_pos_m, r, seconds=0.25), threading.Event())
+        assert np.linalg.norm(robot.observe().eef_pos_m - target) < 0.002      # no coast out of tolerance
+    assert counts[1] <= counts[0] - 2, counts
+
+
+@pytest.mark.sim
 def test_a_thin_wall_close_is_held_and_stays_held_through_the_lift(robot):
     """A real close on an object: the fingers straddle the bowl's thin wall and stall at about 7 mm,
     where a width threshold said 'nothing held'; the Controller reports it held, and the lift that
