@@ -114,6 +114,8 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, type=out_dir,
                    help="results directory; rerunning with the same --out resumes")
     p.set_defaults(fn=main)
+    from .steps import register as register_steps     # steps: where the episodes' control steps go
+    register_steps(sub)
 
 
 def main(a) -> int:

@@ -216,6 +216,8 @@ def markdown(rows: list[dict], title: str = "MotorMind evaluation") -> str:
         lines += [f"## {name.capitalize()}", "", HEADER] + [_fmt_row(k, s) for k, s in tab] + [""]
     lines += perturbation_grid(rows) + failing_tasks(rows)
     lines += interference_tables(rows)
+    from .steps import section
+    lines += section(rows)
     return "\n".join(lines)
 
 
