@@ -352,3 +352,39 @@ def test_serve_brain_manual_command_line(tmp_path, capsys):
     assert "--queue: only --backend manual has a queue (not oracle)" in capsys.readouterr().err
     assert main(["serve-brain", "--backend", "manual", "--queue", str(tmp_path), "--auto", "monitor=sure"]) == 2
     assert "--auto.monitor: unknown fixed answer 'sure' (known: no-cancel)" in capsys.readouterr().err
+
+
+@pytest.mark.sim
+def test_libero_episode_folder_holds_no_object_name_the_prompt_lacks(tmp_path):
+    """A LIBERO-PRO episode answered from the folder: the simulator's object names that no prompt
+    holds are nowhere in the folder; the images are the cameras' PNGs as sent; the budget is the suite's."""
+    from motormind.episode.run import RunSpec, robot_config, run_episode
+    from motormind.profile import load_profile
+    from motormind.registry import build_robot
+    spec = RunSpec(suite="libero_spatial", task=0, init_state=1, brain="openai", vlm="manual", image_size=128,
+                   vlm_set=("image_size=128", "auto.probe=look", "auto.monitor=no-cancel", "auto.memory=none"),
+                   out=str(tmp_path / "run"), media=False)
+    robot = build_robot(robot_config(spec), load_profile(spec.profile))
+    small = {"schema_version": 1, "commands": [{"op": "move", "direction": "up", "distance_mm": 10.0}]}
+    try:
+        with Answerer(tmp_path / "run" / "queue", default_policy([small, small])):
+            s = run_episode(spec, progress=lambda m: None, config=EpisodeConfig(max_batches=2), robot=robot)
+        names = list(robot.scene().object_names)
+    finally:
+        robot.close()
+    assert s["outcome"] == "batch_budget" and s["privileged"] is False and s["brain"] == "openai:manual"
+    assert s["answered_by"] == {"probe": "auto:look", "planner": "manual", "executor": "manual",
+                                "memory": "auto:none"} | ({"monitor": "auto:no-cancel"} if "monitor" in
+                                                          s["answered_by"] else {})
+    events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    prompts = " ".join(e.get("system", "") + e.get("user", "") for e in events if e["kind"] == "vlm_call")
+    hidden = [n for n in names if n not in prompts]
+    assert hidden                                            # the scene knows names no prompt says
+    queue = tmp_path / "run" / "queue"
+    texts = " ".join(p.read_text() for p in queue.rglob("*") if p.suffix in (".json", ".md"))
+    assert not [n for n in hidden if n in texts]
+    first, second = (manual.read_request(f) for f in folders(queue, "executor"))
+    assert [(i["camera"], i["file"], i["width"]) for i in second["images"]] == [
+        ("agentview", "images/agentview.png", 128), ("robot0_eye_in_hand", "images/robot0_eye_in_hand.png", 128)]
+    assert first["budget"]["steps_used"] == 0 < second["budget"]["steps_used"] <= s["steps"]
+    assert second["budget"]["step_budget"] == s["step_budget"] == 220
