@@ -35,8 +35,12 @@ One ``respond`` is one role call:
 
 For MotorMind's own server it can add a ``motormind`` field to the request body (``send_context``:
 the role, prompt name and the structured context the prompt was rendered from; ``send_scene``: a
-snapshot of the PRIVILEGED simulator scene for a standalone oracle server). Real servers do not
-know that field (OpenAI rejects it), so both are off unless a config switches them on.
+snapshot of the PRIVILEGED simulator scene for a standalone oracle server; ``send_budget``: the
+role, the call's timeout and what the episode has left, ``watch_budget``, which is not privileged and
+which the manual backend writes into each request's folder). Real servers do not know that field
+(OpenAI rejects it), so all three are off unless a config switches them on. Who answered each role,
+when the server says (its ``motormind.source``: ``oracle``, ``manual``, ``auto:no-cancel``), is kept in
+``answered_by`` and recorded (``vlm_answered_by``; the summary's and the result row's ``answered_by``).
 """
 from __future__ import annotations
 
