@@ -401,12 +401,14 @@ class Controller:
 
     def _blend(self, cmd) -> tuple[float, float]:
         """How far (m, rad) short of its target ``cmd`` may pass on to the next motion: the profile's
-        blend_mm / blend_deg, but at most blend_fraction of the command's own distance / angle, so a
-        blend never eats a command (a 3 mm correction passes within 0.75 mm, not 12: issue 33)."""
+        blend_mm / blend_deg, but the command's own quantity (a move's distance, a rotation's angle)
+        at most blend_fraction of it, so a blend never eats a command (a 3 mm correction passes
+        within 0.75 mm, not 12: issue 33). The quantity it holds keeps the profile's blend."""
         tol = self.profile.tolerances
+        blend_m, blend_rad = tol.blend_mm / 1000.0, math.radians(tol.blend_deg)
         if isinstance(cmd, Move):
-            return min(tol.blend_mm, tol.blend_fraction * cmd.distance_mm) / 1000.0, 0.0
-        return 0.0, math.radians(min(tol.blend_deg, tol.blend_fraction * abs(cmd.angle_deg)))
+            return min(blend_m, tol.blend_fraction * cmd.distance_mm / 1000.0), blend_rad
+        return blend_m, min(blend_rad, math.radians(tol.blend_fraction * abs(cmd.angle_deg)))
 
     def _settle(self, res: "CommandResult", target: np.ndarray, obs: Observation, rot_goal) -> Observation:
         """Stop at the target of a move that was passed through, because what follows it is not run

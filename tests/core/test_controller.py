@@ -387,3 +387,18 @@ def test_a_move_before_a_done_or_the_batchs_end_need_not_end_at_rest(fake_robot)
             mv("up", 10), {"op": "done"}))
     c.run(B(mv("up", 10)))
     assert [m.at_rest for m in fake_robot.executed if m.kind == "move"] == [True, True, False, False]
+
+
+def test_a_blend_limits_the_commands_own_quantity_and_keeps_the_held_ones():
+    """A move's distance blend is cut to blend_fraction of it, its orientation keeps blend_deg; a
+    rotation's angle blend is cut, its position keeps blend_mm (a rotation chain still flows)."""
+    from motormind.profile import load_profile
+    prof = load_profile("libero_panda")
+    tol = prof.tolerances
+    robot = FakeRobot(prof, start_pos_m=(0.4, 0.0, 0.2))
+    Controller(robot).run(B(mv("left", 8), {"op": "rotate", "axis": "yaw", "angle_deg": 10}, mv("down", 50)))
+    move, turn = robot.executed[0], robot.executed[1]
+    assert move.blend_m == pytest.approx(tol.blend_fraction * 8 / 1000)
+    assert move.blend_rad == pytest.approx(np.radians(tol.blend_deg))
+    assert turn.blend_rad == pytest.approx(np.radians(tol.blend_fraction * 10))
+    assert turn.blend_m == pytest.approx(tol.blend_mm / 1000)
