@@ -460,6 +460,9 @@ class LiberoRobot(Robot):
         loose = motion.kind == "move" and not motion.at_rest
         loose_tol = min(tol.position_mm / 1000.0, max(SMALL_POS_FLOOR_M, 0.1 * err0))
         loose_v = min(LOOSE_V_M, max(SMALL_VEL_FLOOR_M, 0.25 * err0))
+        # passing through (another motion follows): a move within its blend; a rotation (blend_rad only,
+        # its position held) within its blend angle, the position within the profile's tolerance
+        blend_pos = motion.blend_m if motion.blend_m > 0 else tol.position_mm / 1000.0 if motion.blend_rad > 0 else 0.0
         stall_w = math.radians(0.1)
         steps, still, prev_ang = 0, 0, None
         while True:
@@ -472,7 +475,7 @@ class LiberoRobot(Robot):
                     return MotionResult(steps, True, False, "")
                 if loose and err < loose_tol and ang < rot_tol and np.linalg.norm(v) < loose_v:
                     return MotionResult(steps, True, False, "")
-                if motion.blend_m > 0 and err < motion.blend_m and ang < max(rot_tol, motion.blend_rad):
+                if blend_pos > 0 and err < blend_pos and ang < max(rot_tol, motion.blend_rad):
                     return MotionResult(steps, True, False, "")          # passing through: the next command follows
                 if self._interrupted(estop):
                     return MotionResult(steps, False, True, "stopped")

@@ -323,6 +323,24 @@ def test_a_move_nothing_starts_from_at_rest_ends_sooner_within_tolerance(robot):
 
 
 @pytest.mark.sim
+def test_a_rotation_another_follows_passes_through_at_its_blend(robot):
+    """A rotation followed by another carries only ``blend_rad`` (the Controller's blend, at most a
+    fraction of the command, since d98de3b): it passes on within that angle instead of settling
+    (a -45 deg roll took 26 steps to 0.3 deg where 8 deg was allowed; a 30 deg roll: 12 steps, not 15)."""
+    from motormind.geometry import axis_angle_to_mat
+    counts = []
+    for blend in (0.0, np.radians(8)):
+        p, r = _pose(robot)
+        target = axis_angle_to_mat(np.array([1.0, 0.0, 0.0]), np.radians(-30 if blend else 30)) @ r
+        res = robot.execute(Motion("rotate", p, target, max_steps=60, blend_rad=blend), threading.Event())
+        left = np.degrees(angle_between(quat_to_mat(robot.observe().eef_quat_xyzw), target))
+        assert res.converged and left < (8 if blend else 2), left
+        counts.append(res.steps)
+    assert counts[1] <= counts[0] - 2, counts
+    robot.reset(0)
+
+
+@pytest.mark.sim
 def test_a_thin_wall_close_is_held_and_stays_held_through_the_lift(robot):
     """A real close on an object: the fingers straddle the bowl's thin wall and stall at about 7 mm,
     where a width threshold said 'nothing held'; the Controller reports it held, and the lift that
