@@ -109,6 +109,7 @@ class InProcessRuntime(Runtime):
         be torn down inside native code (a daemon thread inside OpenCV or MuJoCo at exit aborts the
         process: "terminate called without an active exception")."""
         self._closed.set()
+        self.manual.close()
         for t in (self._capture_thread, self._jog_thread):
             if t is not None and t is not threading.current_thread():
                 t.join(timeout_s)

@@ -4,8 +4,10 @@ Every action an operator takes arrives here as ``act(action, args, who)``; the a
 (shown in the browser) or an ``ActionError`` naming the field and the limit. Every action, taken
 or refused, is recorded as an ``operator_action`` event with its time, in the episode record.
 
-The desk actions (approval, approve, reject, takeover, answer) are the same on every transport; the
-robot actions (instruction, pause, resume, cancel, estop, reset, jog) are the transport's.
+The desk actions (approval, approve, reject, takeover, answer) and the manual VLM endpoint's
+(manual_open, manual_answer: a request of the queue the console watches, ``console/manual.py``) are
+the same on every transport; the robot actions (instruction, pause, resume, cancel, estop, reset,
+jog) are the transport's.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from ..commands import NOTE_MAX_CHARS, OPS
 from ..errors import CommandError
 from ..strict_json import MAX_DEPTH, decode_json, depth_of, show
 from .desk import TAKEOVER_ROLES, OperatorDesk
+from .manual import ManualQueue, QueueError
 from .view import ConsoleView
 
 JOG_OPS = ("move", "rotate", "gripper")
@@ -40,13 +43,15 @@ def _obj(args: dict, name: str):
 class Runtime:
     transport = "?"
     ACTIONS = ("claim", "release", "instruction", "pause", "resume", "cancel", "estop", "reset", "jog",
-               "approval", "approve", "reject", "takeover", "answer")
+               "approval", "approve", "reject", "takeover", "answer", "manual_open", "manual_answer")
     FREE = ("claim", "release", "estop")      # need the token but not control (the e-stop always works)
 
     def __init__(self, view: ConsoleView | None = None, desk: OperatorDesk | None = None):
         self.view = view or ConsoleView()
         self.desk = desk or OperatorDesk()
         self.desk.listeners.append(self._desk_changed)
+        self.manual = ManualQueue(lambda snap: self.view.set_extra(manual=snap))
+        self.view.set_extra(manual=self.manual.snapshot())
         self._jog_n = 0
 
     def _desk_changed(self) -> None:
@@ -185,6 +190,22 @@ class Runtime:
         except KeyError as e:
             raise ActionError(str(e.args[0]), 404) from None
         return {"detail": f"answered the {role} (it is validated like any brain's answer)"}
+
+    # -- the manual VLM endpoint: any role's request, answered from the page ------------------------
+    def do_manual_open(self, args, who):
+        try:
+            req = self.manual.open(args.get("id"))
+        except QueueError as e:
+            raise ActionError(str(e), e.status) from None
+        return {"detail": f"opened {req['id']} ({req['role']}, {req['state']})", "request": req}
+
+    def do_manual_answer(self, args, who):
+        try:
+            done = self.manual.answer(args.get("id"), args.get("answer"))
+        except QueueError as e:
+            raise ActionError(str(e), e.status) from None
+        return {"detail": f"answered {done['id']} as the {done['role']} (it goes the way any model's answer "
+                          f"goes: parsed, checked against the schema, repaired once if it fails)", **done}
 
     # -- shared checks --------------------------------------------------------------------------
     @staticmethod

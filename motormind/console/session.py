@@ -19,6 +19,18 @@ from .inprocess import InProcessRuntime
 from .server import ConsoleServer
 
 
+def manual_queue_of(brain):
+    """The queue folder of a brain answered through the manual VLM endpoint (``brain.manual``, the
+    in-process serve-brain's ``ManualBrain``; through any wrappers' ``inner``), else None."""
+    seen = 0
+    while brain is not None and seen < 8:
+        m = getattr(brain, "manual", None)
+        if m is not None and getattr(m, "queue", None) is not None:
+            return m.queue
+        brain, seen = getattr(brain, "inner", None), seen + 1
+    return None
+
+
 class ConsoleSession:
     def __init__(self, robot, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
                  approval: bool = False, record: Recorder | None = None, frames: bool = True,
@@ -50,6 +62,7 @@ class ConsoleSession:
                **kw) -> EpisodeRunner:
         """An EpisodeRunner under the console: the operator's desk, the console's Controller (its
         e-stop latch outlives the episode), the brain wrapped so a role can be taken over."""
+        self.runtime.manual.watch(manual_queue_of(brain))      # a manual VLM: its requests on the page
         ob = OperatorBrain(brain, self.desk)
         runner = EpisodeRunner(self.robot, ob, instruction, rec, config, operator=self.desk,
                                controller=self.controller, **kw)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from pathlib import PurePath
 
 from ..vocabulary import describe
 
@@ -45,6 +46,7 @@ class ConsoleView:
         self.frames: dict = {}                 # camera -> (seq, jpeg bytes, t)
         self.extra: dict = {}                  # runtime facts (robot, profile limits, transport)
         self.directions = None                 # the profile's direction words: a command's text names them
+        self.manual_used = False               # the episode's VLM is the manual endpoint (its requests seen)
 
     # -- changes --------------------------------------------------------------------------------
     def _bump(self) -> None:
@@ -107,6 +109,7 @@ class ConsoleView:
                             "suite": ev.get("suite", ""), "task": ev.get("task", ""), "t_start": t,
                             "step_budget": ev.get("step_budget")}
             self.plan, self.batches, self._by_id = [], deque(maxlen=MAX_BATCHES), {}
+            self.manual_used = str(ev.get("brain", "")).endswith(":manual")
             self._tl(t, k, f"episode started: {ev.get('instruction', '')}"
                      + (" [oracle: privileged simulator state]" if ev.get("privileged") else ""))
         elif k == "episode_end":
@@ -229,6 +232,20 @@ class ConsoleView:
             self._tl(t, k, f"operator {ev.get('by') or '?'}: {ev.get('action')}"
                      + (f" - {ev.get('detail')}" if ev.get("detail") else "")
                      + ("" if ev.get("ok", True) else " (refused)"), "info" if ev.get("ok", True) else "warn")
+        elif k == "manual_request":        # the manual VLM endpoint (serve/manual.py): a request waits
+            self.manual_used = True
+            name = PurePath(str(ev.get("folder") or "")).name
+            within = ev.get("answer_within_s")
+            self._tl(t, k, f"{ev.get('role')} request {name} waits for its answer"
+                     + (f" (within {within:g} s)" if isinstance(within, (int, float)) else ""), "warn")
+        elif k == "manual_answer" and ev.get("folder"):
+            name = PurePath(str(ev.get("folder"))).name
+            self._tl(t, k, f"{ev.get('role')} request {name} answered after {ev.get('wait_s')} s")
+        elif k == "manual_expired":
+            name = PurePath(str(ev.get("folder") or "")).name
+            self.alerts.append({"t": t, "source": ev.get("role", "role"),
+                                "text": f"request {name} expired unanswered: the role timed out"})
+            self._tl(t, k, f"{ev.get('role')} request {name} expired unanswered (the role timed out)", "warn")
         elif k in ("repair_request", "vlm_retry", "serve_fault"):
             self._tl(t, k, f"{k}: {ev.get('role', '')} {ev.get('error', '') or ev.get('reason', '')}", "warn")
 
@@ -256,5 +273,5 @@ class ConsoleView:
                     "alerts": list(self.alerts)[-30:][::-1], "verdicts": list(self.verdicts)[-30:][::-1],
                     "memory": dict(self.memory), "vlm": list(self.vlm)[-60:][::-1], "vlm_totals": dict(self.vlm_totals),
                     "timeline": list(self.timeline)[-150:][::-1], "operator_log": list(self.operator_log)[-30:][::-1],
-                    "controller": dict(self.controller),
+                    "controller": dict(self.controller), "manual_used": self.manual_used,
                     "frames": {c: {"seq": f[0], "t": f[2]} for c, f in self.frames.items()}, **self.extra}

@@ -41,8 +41,9 @@ Nothing privileged is written: the server is given only the request body (the br
 ``send_context`` and ``send_scene`` off; the registry refuses them with ``serve: manual``), and the
 folder holds the messages, the images, the schema and the budget, not the ``motormind`` context.
 
-``waiting(queue)``, ``read_request(folder)`` and ``answer(folder, text)`` are the small API an
-answering program (or the console) uses; they import nothing heavy.
+``waiting(queue)``, ``read_request(folder)``, ``read_image(folder, file)`` and ``answer(folder, text)``
+are the small API an answering program (or the console, ``motormind/console/manual.py``) uses; they
+import nothing heavy. ``answer`` refuses a request that has ended or whose time to answer has passed.
 """
 from __future__ import annotations
 
@@ -163,9 +164,26 @@ def answer(folder: str | Path, text) -> Path:
         state = None
     if state and state != "waiting":
         raise ValueError(f"{f}: the request has ended ({state}); an answer now is never read")
+    try:
+        by = json.loads((f / "request.json").read_text()).get("answer_by_unix")
+    except (OSError, ValueError):
+        by = None
+    if isinstance(by, (int, float)) and time.time() > by:     # the client has given up: it would never be read
+        raise ValueError(f"{f}: the request has ended (expired: its {ANSWER} was due {time.time() - by:.1f} s "
+                         f"ago, when the role timed out); an answer now is never read")
     body = text if isinstance(text, str) else json.dumps(text)
     _write_whole(f / ANSWER, body)
     return f / ANSWER
+
+
+def read_image(folder: str | Path, file: str) -> bytes:
+    """The bytes of one of the request's images, ``file`` as ``request.json`` lists it
+    (``images/front.png``); a file it does not list is refused (ValueError)."""
+    f = Path(folder)
+    listed = [i.get("file") for i in json.loads((f / "request.json").read_text()).get("images") or []]
+    if file not in listed:
+        raise ValueError(f"{f}: {file!r} is not one of the request's images ({', '.join(map(str, listed)) or 'none'})")
+    return (f / file).read_bytes()
 
 
 # -- the backend ----------------------------------------------------------------------------------

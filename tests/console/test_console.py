@@ -183,7 +183,7 @@ def test_http_refusals_name_the_field(console):
     assert post("pause", {}, token="")[0] == 401
     assert post("explode", {}) == (404, {"ok": False, "error": "action: unknown 'explode' (one of claim, release, "
                                          "instruction, pause, resume, cancel, estop, reset, jog, approval, approve, "
-                                         "reject, takeover, answer)"})
+                                         "reject, takeover, answer, manual_open, manual_answer)"})
     assert post("instruction", b"{not json")[0] == 400
     code, out = post("instruction", {"text": "x" * 501})
     assert code == 400 and out["error"] == "text: 501 characters exceed the limit of 500"
