@@ -29,6 +29,8 @@ from ..brains.base import Brain, BrainReply, BrainRequest
 from ..brains.noisy import NoisyBrain
 from ..brains.oracle import OracleBrain
 from ..errors import ConfigError
+from ..grounding.pixels import PixelConvention
+from . import grounding as gnd
 from .truth import Truth
 
 _OPTION_RE = re.compile(r"^([A-D])\. ", flags=re.M)
@@ -50,8 +52,10 @@ class OracleDiagnoser(OracleBrain):
         if not isinstance(priv, dict):
             raise ValueError("the oracle answers diagnostic questions from privileged state, and the request "
                              "carries none (context.privileged)")
-        t = Truth(priv, self.geometry)
         skill = priv["skill"]
+        if skill == "grounding":
+            return self._grounding(ctx, priv)
+        t = Truth(priv, self.geometry)
         opts = priv["options"]
         if skill == "action":
             scored = []
@@ -74,6 +78,43 @@ class OracleDiagnoser(OracleBrain):
         return {"answer": letter, "reasoning": why + " (privileged simulator state)"}
 
 
+    def _grounding(self, ctx: dict, priv: dict) -> dict:
+        """The truth pixel in the question's convention and the true offset (grounding.py)."""
+        pt = ctx.get("pointing") or {}
+        truth = priv["grounding"]
+        conv = PixelConvention.from_json(pt["convention"]) if pt.get("convention") else \
+            PixelConvention("pixels", *truth["size"])
+        ans = gnd.oracle_answer(truth, conv, self.profile.directions)
+        return {**ans, "reasoning": f"the {ans['point']['label']}'s visible surface from the depth image and its "
+                                    f"AABB (privileged simulator state)"}
+
+
+_RANGE_RE = re.compile(r"x from 0 \(left edge\) to ([\d.]+) \(right edge\), y from 0 \(top edge\) to ([\d.]+)")
+_CAMERA_RE = re.compile(r"Give the point in the '([^']+)' image")
+_WORDS_RE = re.compile(r"Offsets: mm along ([\w, ]+) from the grip point")
+
+
+def random_point(req: BrainRequest, rng: random.Random) -> dict:
+    """A uniform random point of the question's image and a uniform random offset (within
+    +-RANDOM_OFFSET_MM per axis): the grounding skill's chance baseline. Reads the camera, the
+    coordinate range and the offset words from the request context or, over HTTP, the prompt."""
+    pt = (req.context or {}).get("pointing")
+    if pt:
+        conv = PixelConvention.from_json(pt["convention"])
+        camera, words, xmax, ymax = pt["camera"], pt["offset_words"], conv.x_max, conv.y_max
+    else:
+        text = req.user or ""
+        r, c, w = _RANGE_RE.search(text), _CAMERA_RE.search(text), _WORDS_RE.search(text)
+        if not (r and c and w):
+            raise ValueError("random pointer: the request names no camera, coordinate range or offset words")
+        camera, xmax, ymax = c.group(1), float(r.group(1)), float(r.group(2))
+        words = [x.strip() for x in w.group(1).replace(" and ", ", ").split(",") if x.strip()]
+    lim = gnd.RANDOM_OFFSET_MM
+    return {"point": {"camera": camera, "x": round(rng.uniform(0, xmax), 1), "y": round(rng.uniform(0, ymax), 1),
+                      "label": "a random point"},
+            "offset_mm": {wd: round(rng.uniform(-lim, lim)) for wd in words}}
+
+
 def offered_letters(req: BrainRequest) -> list[str]:
     opts = (req.context or {}).get("options")
     if opts:
@@ -93,6 +134,11 @@ class RandomBrain(Brain):
 
     def respond(self, req: BrainRequest) -> BrainReply:
         t0 = time.perf_counter()
+        if (req.context or {}).get("skill") == "grounding" or req.prompt_name == "diagnose_grounding" \
+                or _CAMERA_RE.search(req.user or ""):
+            text = json.dumps({"schema_version": 1, "source": "random", **random_point(req, self.rng),
+                               "reasoning": f"a uniform random point (seed {self.seed})"})
+            return BrainReply(text, self.name, time.perf_counter() - t0)
         letter = self.rng.choice(offered_letters(req))
         text = json.dumps({"schema_version": 1, "source": "random", "answer": letter,
                            "reasoning": f"a uniform random guess (seed {self.seed})"})
@@ -106,6 +152,8 @@ class NoisyDiagnoser(NoisyBrain):
         if req.role != "diagnose":
             return super().respond(req)
         reply = self.inner.respond(req)
+        if req.context["privileged"]["skill"] == "grounding":
+            return reply                 # no episode error kind maps onto a point: passed on as the oracle's
         obj = json.loads(reply.text)
         priv = req.context["privileged"]
         opts = priv["options"]

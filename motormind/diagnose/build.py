@@ -5,11 +5,15 @@ privileged snapshot the question stores) -> a balanced pick -> options shuffled 
 (dataset.py). Deterministic for a seed: the simulation and the oracle are deterministic, and every
 choice below draws from one ``random.Random(seed)`` in a fixed order.
 
-Balance: the questions are split evenly over the three skills and, within a skill, over the
+Balance: the questions are split evenly over the four skills and, within a skill, over the
 suites; within a (skill, suite) the pick cycles over answer strata (the correct command's kind for
-action, the stage for progress, yes/no for completion), subgoal kinds, rollouts and moments. The
-correct option's letter cycles evenly over the positions within a skill, so a brain that always
-answers "A" scores chance.
+action, the stage for progress, yes/no for completion, the camera for grounding), subgoal kinds,
+rollouts and moments. The correct option's letter cycles evenly over the positions within a skill,
+so a brain that always answers "A" scores chance.
+
+One question per moment: a set never asks two questions about the same instant of the same episode
+(``moment_key``: suite, task, init state, control step); the pick takes each skill in turn and skips
+a candidate whose moment an earlier pick already holds.
 """
 from __future__ import annotations
 
@@ -24,12 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from . import FORMAT, FORMAT_VERSION, GENERATOR_VERSION, SKILLS
+from . import CHOICE_SKILLS, FORMAT, FORMAT_VERSION, GENERATOR_VERSION, SKILLS
+from . import grounding as gnd
 from .truth import KINDS, Truth, stage_texts
 
 LETTERS = "ABCD"
 MOVE_DISTANCES_MM = (10, 20, 30, 40, 50, 60, 80)
-POOL_OVERSAMPLE = 1.6          # candidates kept (and rendered) per task, relative to its share
+POOL_OVERSAMPLE = 2.5          # candidates kept (and rendered) per task, relative to its share (one question
+                               #  per moment: the skills draw on the same moments)
+GROUNDING_OVERSAMPLE = 3.0     # ... for grounding: a camera that shows no askable object drops its candidate
 
 
 @dataclass
@@ -38,7 +45,7 @@ class BuildSpec:
     tasks: list = field(default_factory=lambda: [0, 1, 2, 3])
     inits: list = field(default_factory=lambda: [0, 1, 2])
     seed: int = 0
-    n_questions: int = 240
+    n_questions: int = 320          # 80 per skill, as the paper's 240 over three
     image_size: int = 128
     every: int = 4                 # a mid-motion moment every this many control steps
 
@@ -213,12 +220,66 @@ def _yes_no(ok: bool) -> list:
             ("no: it is not achieved now", {"achieved": False}, "missed_completion" if ok else "correct")]
 
 
-def candidates(rollout, profile, rng: random.Random) -> list[dict]:
-    """Every question the rollout's moments can pose, with its ground truth."""
+def _grounding_candidates(r, m, cameras) -> list[dict]:
+    """One candidate per camera; the object is chosen once the moment is rendered (``finish_grounding``):
+    one of the movable objects named uniquely in the scene, visible enough in that camera."""
+    out = []
+    for cam in cameras:
+        out.append({**_base(r, m), "skill": "grounding", "subgoal": None, "question": "", "_options": [],
+                    "meta": {"camera": cam, "tag": m.tag}, "privileged": dict(m.priv),
+                    "_strata": [cam, m.tag]})
+    return out
+
+
+def askable_objects(priv: dict) -> list[str]:
+    """The movable objects a grounding question can name: those whose words name no other object."""
+    names = list(priv["objects"])
+    words = [gnd.display_name(n) for n in names]
+    return [n for n in priv["movable"] if n in priv["objects"] and words.count(gnd.display_name(n)) == 1]
+
+
+def finish_grounding(c: dict, m, directions: dict, rng: random.Random) -> dict | None:
+    """The grounding question of candidate ``c`` at its rendered moment ``m`` (images, depth and
+    calibrations), or None when its camera shows no askable object well enough."""
+    from ..grounding.camera import eef_pose
+    from ..robot import Observation
+    cam = c["meta"]["camera"]
+    cal, depth = m.cameras.get(cam), m.depth.get(cam)
+    if cal is None or depth is None:
+        return None
+    st = m.state
+    obs = Observation(t=0.0, eef_pos_m=np.asarray(st["eef_pos_mm"], dtype=float) / 1000.0,
+                      eef_quat_xyzw=np.asarray(st["eef_quat_xyzw"], dtype=float),
+                      gripper_width_mm=float(st["gripper_width_mm"]), gripper_fraction=float(st["gripper_fraction"]),
+                      joints_rad=np.zeros(0))
+    eef = eef_pose(obs)
+    options = []
+    for name in askable_objects(c["privileged"]):
+        t = gnd.object_truth(name, cal, depth, eef, c["privileged"]["objects"])
+        if t is not None:
+            options.append(t)
+    if not options:
+        return None
+    t = rng.choice(options)
+    words = gnd.offset_words(directions)
+    neg = [max(sorted(directions), key=lambda k: -float(np.dot(directions[k], directions[w]))) for w in words]
+    label = gnd.display_name(t["object"])
+    text = (f"Point at the {label} in the {cam} image: give the pixel at the middle of its visible surface, and "
+            f"say how far that point is from the grip point, in mm along {', '.join(words)} "
+            f"(negative for {', '.join(neg)}).")
+    return {**c, "question": text, "privileged": {**c["privileged"], "grounding": t},
+            "meta": {**c["meta"], "object": t["object"], "label": label, "chance": t["chance"],
+                     "mask_px": t["mask_px"]}}
+
+
+def candidates(rollout, profile, rng: random.Random, cameras=()) -> list[dict]:
+    """Every question the rollout's moments can pose, with its ground truth (grounding questions
+    get theirs once their moment is rendered: ``finish_grounding``)."""
     oracle = _oracle(profile)
     starts = _starts(rollout)
     out = []
     for m in rollout.moments:
+        out += _grounding_candidates(rollout, m, cameras)
         sub = _spec(rollout.specs, m.subgoal_id)
         if m.tag == "end":
             # the last plan's place subgoal (the episode's end state), if the plan has one
@@ -260,6 +321,11 @@ def interleave(items: list, keyfns: list, rng: random.Random) -> list:
     return out
 
 
+def moment_key(c: dict) -> tuple:
+    """The instant a question is about: (suite, task, init state, control step)."""
+    return (c["suite"], int(c["task"]), int(c["init_state"]), int(c["step"]))
+
+
 def _keys(skill: str) -> list:
     base = [lambda c: c["_strata"][0], lambda c: c["_strata"][1]]
     if skill == "completion":
@@ -273,11 +339,33 @@ def split(n: int, parts: list) -> dict:
     return {p: n // k + (1 if i < n % k else 0) for i, p in enumerate(parts)}
 
 
-def pick(cands: list, quota: dict, rng: random.Random) -> list:
+def _take(order: list, n: int, used: set) -> tuple[list, list]:
+    """(the first ``n`` of ``order`` on moments not in ``used``, the rest); marks the taken moments used."""
+    took, rest = [], []
+    for c in order:
+        k = moment_key(c)
+        if len(took) < n and k not in used:
+            took.append(c)
+            used.add(k)
+        else:
+            rest.append(c)
+    return took, rest
+
+
+def pick(cands: list, quota: dict, rng: random.Random, one_per_moment: bool = True) -> list:
     """quota: {(skill, suite): n}. Balanced within each cell; a short cell is filled from the same
-    skill's other suites."""
+    skill's other suites. With ``one_per_moment`` no two picks share a moment (``moment_key``): the
+    skills pick in turn, the one with the fewest candidate moments per question first."""
     out = []
-    for skill in SKILLS:
+    used: set = set()
+
+    def scarcity(skill):
+        n = sum(v for (sk, _), v in quota.items() if sk == skill)
+        have = len({moment_key(c) for c in cands if c["skill"] == skill})
+        return (have / n if n else float("inf"), SKILLS.index(skill))
+    for skill in sorted(SKILLS, key=scarcity) if one_per_moment else SKILLS:
+        if not one_per_moment:
+            used = set()
         cells = {s: n for (sk, s), n in quota.items() if sk == skill}
         left = []
         short = 0
@@ -285,18 +373,46 @@ def pick(cands: list, quota: dict, rng: random.Random) -> list:
             pool = [c for c in cands if c["skill"] == skill and c["suite"] == suite]
             order = interleave(pool, _keys(skill), rng)
             n = cells[suite]
-            out += order[:n]
-            left += order[n:]
-            short += max(0, n - len(order))
+            took, rest = _take(order, n, used)
+            out += took
+            left += rest
+            short += n - len(took)
         if short:
-            out += interleave(left, _keys(skill), rng)[:short]
+            took = _take(interleave(left, _keys(skill), rng), short, used)[0]
+            out += took
+            if one_per_moment and len(took) < short:
+                out = _swap_in(out, [c for c in left if c not in took], short - len(took), cands, used)
+    return out
+
+
+def _swap_in(out: list, wanted: list, n: int, cands: list, used: set) -> list:
+    """Up to ``n`` of ``wanted`` (candidates whose moments other skills' picks hold) swapped in: a
+    pick holding such a moment moves to a free moment of its own skill and suite, if it has one."""
+    held = {moment_key(c): i for i, c in enumerate(out)}
+    for c in wanted:
+        if n <= 0:
+            break
+        i = held.get(moment_key(c))
+        if i is None:
+            continue
+        p = out[i]
+        alt = next((a for a in cands if a["skill"] == p["skill"] and a["suite"] == p["suite"]
+                    and moment_key(a) not in used), None)
+        if alt is None:
+            continue
+        used.add(moment_key(alt))
+        out[i] = alt
+        held[moment_key(alt)] = i
+        out.append(c)
+        held[moment_key(c)] = len(out) - 1
+        n -= 1
     return out
 
 
 # ------------------------------------------------------------------------------------------------
 # the set
 # ------------------------------------------------------------------------------------------------
-def _finish(chosen: list, rng: random.Random, image_paths: dict) -> list[dict]:
+def _finish(chosen: list, rng: random.Random, image_paths: dict, cameras: dict) -> list[dict]:
     """Shuffle options (the correct letter cycles evenly per skill), number the questions."""
     by_skill: dict = {}
     for c in chosen:
@@ -304,24 +420,36 @@ def _finish(chosen: list, rng: random.Random, image_paths: dict) -> list[dict]:
     pos: dict = {}
     for skill, cs in by_skill.items():
         n_opt = len(cs[0]["_options"])
+        if not n_opt:
+            continue
         p = [i % n_opt for i in range(len(cs))]
         rng.shuffle(p)
         for c, i in zip(cs, p):
             pos[id(c)] = i
     out = []
     for k, c in enumerate(chosen):
+        q = {"id": f"q{k + 1:04d}", "skill": c["skill"]}
+        for key in ("suite", "task", "init_state", "rollout", "moment", "step", "instruction", "plan",
+                    "subgoal", "state"):
+            q[key] = c[key]
+        q["images"] = image_paths[(c["rollout"], c["moment"])]
+        q["cameras"] = cameras[(c["rollout"], c["moment"])]
+        q["question"] = c["question"]
+        if c["skill"] == "grounding":
+            t = c["privileged"]["grounding"]
+            q["options"] = []
+            q["answer"] = {"camera": t["camera"], "object": t["object"], "pixel": t["pixel"],
+                           "offset_mm": t["offset_mm"]}
+            q["meta"] = dict(c["meta"])
+            q["privileged"] = c["privileged"]
+            out.append(q)
+            continue
         opts = list(c["_options"])
         correct = next(o for o in opts if o[2] == "correct")
         others = [o for o in opts if o is not correct]
         rng.shuffle(others)
         i = pos[id(c)] % len(opts)
         ordered = others[:i] + [correct] + others[i:]
-        q = {"id": f"q{k + 1:04d}", "skill": c["skill"]}
-        for key in ("suite", "task", "init_state", "rollout", "moment", "step", "instruction", "plan",
-                    "subgoal", "state"):
-            q[key] = c[key]
-        q["images"] = image_paths[(c["rollout"], c["moment"])]
-        q["question"] = c["question"]
         q["options"] = [{"letter": LETTERS[j], "text": t, "value": v} for j, (t, v, _) in enumerate(ordered)]
         q["answer"] = LETTERS[i]
         q["meta"] = {**c["meta"], "option_kinds": [kd for _, _, kd in ordered]}
@@ -343,8 +471,8 @@ def build_set(spec: BuildSpec, out: str | Path | None = None, progress=None, col
     tasks = [(s, t) for s in spec.suites for t in spec.tasks]
     if not tasks or not spec.inits:
         raise ValueError("diagnose build: no suites/tasks/init states")
-    if spec.n_questions < 3 * len(spec.suites):
-        raise ValueError(f"diagnose build: --questions must be at least {3 * len(spec.suites)} "
+    if spec.n_questions < len(SKILLS) * len(spec.suites):
+        raise ValueError(f"diagnose build: --questions must be at least {len(SKILLS) * len(spec.suites)} "
                          f"(every skill x suite gets one)")
     quota = {}
     for skill, n in split(spec.n_questions, list(SKILLS)).items():
@@ -352,16 +480,18 @@ def build_set(spec: BuildSpec, out: str | Path | None = None, progress=None, col
             quota[(skill, suite)] = k
     own = collector is None
     col = collector or Collector(image_size=spec.image_size, seed=spec.seed, every=spec.every, progress=progress)
-    pools, rollouts, images, walls = [], [], {}, {}
+    pools, rollouts, images, cameras, walls = [], [], {}, {}, {}
     try:
         progress(f"diagnose build: {len(tasks)} task(s) x {len(spec.inits)} init state(s) -> "
                  f"{spec.n_questions} questions, seed {spec.seed}")
         for suite, task in tasks:
             rs = [col.rollout(suite, task, i) for i in spec.inits]
-            cands = [c for r in rs for c in candidates(r, profile, rng)]
+            cams = list(col.robot.camera_names)
+            cands = [c for r in rs for c in candidates(r, profile, rng, cams)]
             n_tasks = sum(1 for s, _ in tasks if s == suite)
-            share = {k: max(2, math.ceil(POOL_OVERSAMPLE * n / n_tasks)) for k, n in quota.items() if k[1] == suite}
-            pool = pick(cands, share, rng)
+            share = {k: max(2, math.ceil((GROUNDING_OVERSAMPLE if k[0] == "grounding" else POOL_OVERSAMPLE)
+                                         * n / n_tasks)) for k, n in quota.items() if k[1] == suite}
+            pool = pick(cands, share, rng, one_per_moment=False)    # the final pick keeps one per moment
             by_key = {r.key: r for r in rs}
             need: dict = {}
             for c in pool:
@@ -370,7 +500,20 @@ def build_set(spec: BuildSpec, out: str | Path | None = None, progress=None, col
                 r = by_key[key]
                 col.render(r, [r.moments[i] for i in sorted(idx)])
                 for i in idx:
-                    images[(key, i)] = r.moments[i].images
+                    m = r.moments[i]
+                    images[(key, i)] = m.images
+                    cameras[(key, i)] = {n: cal.to_json() for n, cal in sorted(m.cameras.items())}
+            kept, unseen = [], 0
+            for c in pool:
+                if c["skill"] == "grounding":
+                    c = finish_grounding(c, by_key[c["rollout"]].moments[c["moment"]], profile.directions, rng)
+                    unseen += c is None
+                if c is not None:
+                    kept.append(c)
+            for r in rs:
+                for m in r.moments:          # depth was for the grounding truth only
+                    m.depth = {}
+            pool = kept
             for r in rs:
                 rollouts.append({"suite": r.suite, "task": r.task, "init_state": r.init_state,
                                  "instruction": r.instruction, "success": r.success, "outcome": r.outcome,
@@ -380,8 +523,10 @@ def build_set(spec: BuildSpec, out: str | Path | None = None, progress=None, col
                     m.sim_state = None
             pools += pool
             progress(f"  {suite}/{task}: {len(cands)} candidate questions, {len(pool)} kept, "
-                     f"{sum(len(v) for v in need.values())} frames rendered")
+                     f"{sum(len(v) for v in need.values())} frames rendered"
+                     + (f" ({unseen} grounding candidates showed no askable object)" if unseen else ""))
         versions = col.robot.versions() if col.robot is not None else {}
+        closing_axis = [float(v) for v in getattr(col.robot, "closing_axis_eef", (0.0, 1.0, 0.0))]
     finally:
         if own:
             col.close()
@@ -399,7 +544,7 @@ def build_set(spec: BuildSpec, out: str | Path | None = None, progress=None, col
             rel = f"images/{suite}_t{task}_i{init}_m{mi:04d}_{cam}.png"
             write_png(out / rel, img)
             paths[(key, mi)][cam] = rel
-    questions = _finish(chosen, rng, paths)
+    questions = _finish(chosen, rng, paths, cameras)
     counts: dict = {}
     for q in questions:
         for k in (q["skill"], f'{q["skill"]}/{q["suite"]}', q["suite"]):
@@ -410,6 +555,9 @@ def build_set(spec: BuildSpec, out: str | Path | None = None, progress=None, col
         "seed": spec.seed, "spec": asdict(spec), "skills": list(SKILLS),
         "n_questions": len(questions), "counts": counts, "frames": len(used),
         "chance": {s: _chance([q for q in questions if q["skill"] == s]) for s in SKILLS},
+        "grounding": {"point_tolerance_px": gnd.POINT_TOLERANCE_PX, "offset_tolerance_mm": gnd.OFFSET_TOLERANCE_MM,
+                      "offset_words": gnd.offset_words(profile.directions),
+                      "closing_axis_eef": closing_axis},
         "simulator": versions, "rollouts": rollouts,
         "ground_truth": "privileged simulator state (motormind/diagnose/truth.py); see each question's "
                         "'privileged' key, which no prompt contains",
@@ -428,4 +576,12 @@ def build_set(spec: BuildSpec, out: str | Path | None = None, progress=None, col
 
 
 def _chance(qs: list) -> float:
-    return round(sum(1.0 / len(q["options"]) for q in qs) / len(qs), 4) if qs else 0.0
+    """A uniform guess's expected score: 1 / options, or for grounding the frame fraction a random
+    pixel lands on the object with (grounding.py)."""
+    return round(sum(question_chance(q) for q in qs) / len(qs), 4) if qs else 0.0
+
+
+def question_chance(q: dict) -> float:
+    if q["skill"] == "grounding":
+        return float(q["meta"]["chance"])
+    return 1.0 / len(q["options"])

@@ -1,7 +1,7 @@
 """``motormind diagnose``: the VLM skill diagnostic (build a question set, score a brain on it).
 
     motormind diagnose build [--suites libero_spatial libero_object] [--tasks 0-3] [--inits 0-2]
-                             [--questions 240] [--seed 0] [--out runs/diagnose/set-v1-240q-seed0]
+                             [--questions 320] [--seed 0] [--out runs/diagnose/set-v2-320q-seed0]
     motormind diagnose run --set DIR --brain oracle|random|noisy|openai [--noise kind=rate,...]
                            [--vlm CONFIG] [--vlm-set KEY=VALUE] [--seed 0] [--out DIR]
 
@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 
+from . import SKILLS
 from ..ranges import parse_ints as _ints
 
 
@@ -25,7 +26,7 @@ def register(sub) -> None:
     b.add_argument("--suites", nargs="+", default=["libero_spatial", "libero_object"])
     b.add_argument("--tasks", default="0-3", help="task indices per suite, e.g. 0-3 or 0,2")
     b.add_argument("--inits", default="0-2", help="init states per task")
-    b.add_argument("--questions", type=int, default=240, help="set size, split evenly over the three skills")
+    b.add_argument("--questions", type=int, default=320, help="set size, split evenly over the four skills")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--image-size", type=int, default=128)
     b.add_argument("--every", type=int, default=4, help="a mid-motion moment every N control steps")
@@ -47,7 +48,7 @@ def register(sub) -> None:
     r.add_argument("--vlm-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one field of the VLM config, e.g. model=gpt-4o-mini; repeatable")
     r.add_argument("--seed", type=int, default=0, help="seed of the random and noisy brains")
-    r.add_argument("--skills", nargs="+", default=None, choices=["action", "progress", "completion"])
+    r.add_argument("--skills", nargs="+", default=None, choices=list(SKILLS))
     r.add_argument("--limit", type=int, default=None, help="only the first N questions")
     r.add_argument("--out", default=None, help="report directory (default: runs/diagnose/report-<time>-<set>-<brain>)")
     r.set_defaults(fn=_run)
@@ -102,5 +103,10 @@ def _run(a) -> int:
         print(f"  {skill:<11} {g['correct']:>3}/{g['n']:<3} {100 * g['rate']:5.1f}%  "
               f"[{100 * g['ci95'][0]:.0f}, {100 * g['ci95'][1]:.0f}]  chance {100 * g['chance']:.0f}%"
               + (f"  unanswered {g['unanswered']}" if g["unanswered"] else ""))
+    g = s.get("grounding")
+    if g:
+        print(f"  grounding: median pixel error {g['median_px_error']} px, median offset error {g['median_mm_error']} mm; "
+              f"on the object {100 * g['on_object']:.0f}%, offset within {g['thresholds']['offset_tolerance_mm']:g} mm "
+              f"{100 * g['within_mm']:.0f}% (chance of a random pixel on the object {100 * g['chance_on_object']:.0f}%)")
     print(f"  report: {rep['out']}/report.md  answers: {rep['out']}/answers.jsonl")
     return 0

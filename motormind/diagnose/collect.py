@@ -41,6 +41,8 @@ class Moment:
     state: dict = field(default_factory=dict)       # measured state, prompt units (Observation.state_dict)
     priv: dict = field(default_factory=dict)        # privileged snapshot (truth.SnapshotScene layout)
     images: dict = field(default_factory=dict)      # name -> HxWx3 uint8 (rendered on demand)
+    depth: dict = field(default_factory=dict)       # name -> HxW float32 m, the same render (grounding truth only)
+    cameras: dict = field(default_factory=dict)     # name -> CameraCalibration at the image size (Robot.cameras())
 
 
 @dataclass
@@ -185,7 +187,8 @@ class Collector:
         sim.forward()
 
     def render(self, rollout: Rollout, moments: list) -> None:
-        """Camera images (upright) for ``moments`` of the rollout just collected."""
+        """Camera images (upright), their depth images and the cameras' calibrations for ``moments``
+        of the rollout just collected."""
         robot = self.robot
         if self._key != (rollout.suite, rollout.task):
             raise RuntimeError("render() must follow rollout() of the same task")
@@ -193,7 +196,9 @@ class Collector:
             if m.images:
                 continue
             self._restore(m.sim_state)
-            m.images = {cam: robot.render(cam) for cam in robot.camera_names}
+            for cam in robot.camera_names:
+                m.images[cam], m.depth[cam] = robot.render(cam, depth=True)
+            m.cameras = robot.cameras()
 
 
 def snapshot(robot, scene) -> dict:

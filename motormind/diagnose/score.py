@@ -20,9 +20,15 @@ import sys
 import time
 from pathlib import Path
 
+import statistics
+
 from . import SKILLS
+from . import grounding as gnd
 from ..evaluate.stats import wilson
+from ..grounding.marks import options_of
+from ..grounding.pixels import PixelConvention, convention_for
 from ..record import Recorder
+from .build import question_chance
 from .dataset import load_images, load_set
 from .role import Diagnoser
 
@@ -63,7 +69,51 @@ def summarise(rows: list) -> dict:
             key = f'{r["skill"]}: {r["chosen_kind"] or "unanswered"}'
             errs[key] = errs.get(key, 0) + 1
     out["errors_by_kind"] = dict(sorted(errs.items()))
+    g = [r for r in rows if r["skill"] == "grounding"]
+    if g:
+        out["grounding"] = grounding_figures(g)
     return out
+
+
+def grounding_figures(rows: list) -> dict:
+    """The grounding skill's continuous figures. Medians over the answered questions; fractions over
+    all (an unanswered question is a miss)."""
+    n = len(rows)
+    fig = [r["grounding"] for r in rows]
+    px = [f["px_error"] for f in fig if f["px_error"] is not None]
+    mm = [f["mm_error"] for f in fig if f["mm_error"] is not None]
+    frac = lambda k: round(sum(1 for f in fig if f[k]) / n, 4) if n else None  # noqa: E731
+    return {"n": n, "answered": len(px),
+            "median_px_error": round(statistics.median(px), 2) if px else None,
+            "median_mm_error": round(statistics.median(mm), 1) if mm else None,
+            "on_object": frac("on_object"), "within_mm": frac("within_mm"), "correct": frac("correct"),
+            "chance_on_object": round(sum(r["chance"] for r in rows) / n, 4) if n else None,
+            "thresholds": {"point_tolerance_px": gnd.POINT_TOLERANCE_PX,
+                           "offset_tolerance_mm": gnd.OFFSET_TOLERANCE_MM},
+            "pixels": "px of the set's frames (the stored image size)"}
+
+
+def _brain_cfg(brain):
+    seen = 0
+    while brain is not None and seen < 8:
+        cfg = getattr(brain, "cfg", None)
+        if cfg is not None and hasattr(cfg, "image_rules"):
+            return cfg
+        brain = getattr(brain, "inner", None)
+        seen += 1
+    return None
+
+
+def brain_convention(brain, width_px: int, height_px: int) -> PixelConvention:
+    """The pixel convention ``brain`` answers in for a ``width_px`` x ``height_px`` frame: its VLM
+    config's ``image_rules`` and ``image_size`` (the diagnose role's override first); pixels of the
+    frame as it is for a brain without one (the oracle, the random brain)."""
+    cfg = _brain_cfg(brain)
+    if cfg is None:
+        return PixelConvention("pixels", int(width_px), int(height_px))
+    ov = (cfg.roles or {}).get("diagnose") or {}
+    return convention_for(cfg.image_rules, width_px, height_px, ov.get("image_size", cfg.image_size),
+                          ov.get("image_detail", getattr(cfg, "image_detail", "auto")))
 
 
 def run_diagnostic(set_dir, brain, out=None, limit: int | None = None, skills=None, progress=None,
@@ -90,23 +140,40 @@ def run_diagnostic(set_dir, brain, out=None, limit: int | None = None, skills=No
             generator_version=man.get("generator_version"), seed=man.get("seed"), questions=len(qs),
             brain=brain.name, privileged=privileged, **({"brain_spec": brain_spec} if brain_spec else {}))
         role = Diagnoser(brain, rec)
+        marks = options_of(brain)          # the images marked as the roles' are (the brain's VLM config)
+        closing_axis = (man.get("grounding") or {}).get("closing_axis_eef") or (0.0, 1.0, 0.0)
         progress(f"diagnose run: {len(qs)} questions from {set_dir} -> brain {brain.name}"
                  f"{' (PRIVILEGED simulator state)' if privileged else ''}")
         with open(out / "answers.jsonl", "w", buffering=1) as fh:
             for i, q in enumerate(qs):
                 tq = time.monotonic()
                 rec("question", id=q["id"], skill=q["skill"], suite=q["suite"])
-                res = role.answer(q, load_images(set_dir, q), profile, privileged)
-                given = res.value["answer"] if res.value else None
-                kinds = q["meta"].get("option_kinds") or []
-                letters = [o["letter"] for o in q["options"]]
-                chosen = kinds[letters.index(given)] if given in letters and kinds else None
+                images = load_images(set_dir, q)
+                conv = None
+                if images:
+                    h, w = next(iter(images.values())).shape[:2]
+                    conv = brain_convention(brain, w, h)
+                res = role.answer(q, images, profile, privileged, marks, conv, closing_axis)
                 row = {"id": q["id"], "skill": q["skill"], "suite": q["suite"], "rollout": q["rollout"],
-                       "given": given, "answer": q["answer"], "correct": given == q["answer"],
-                       "chosen_kind": chosen, "chance": 1.0 / len(q["options"]), "brain": res.brain,
+                       "answer": q["answer"], "chance": question_chance(q), "brain": res.brain,
                        "privileged": res.privileged, "calls": res.calls, "error": res.error,
                        "reasoning": (res.value or {}).get("reasoning", "")[:300],
                        "wall_s": round(time.monotonic() - tq, 4), "meta": q["meta"]}
+                if q["skill"] == "grounding":
+                    given = {k: res.value[k] for k in ("point", "offset_mm")} if res.value else None
+                    fig = gnd.score(q["privileged"]["grounding"], given, conv, profile.directions)
+                    chosen = None if fig["correct"] else ("unanswered" if given is None else
+                                                          "off the object" if not fig["on_object"] and fig["within_mm"]
+                                                          else "offset off" if fig["on_object"] else
+                                                          "off the object, offset off")
+                    row.update(given=given, correct=fig["correct"], chosen_kind=chosen, grounding=fig,
+                               convention=conv.to_json())
+                else:
+                    given = res.value["answer"] if res.value else None
+                    kinds = q["meta"].get("option_kinds") or []
+                    letters = [o["letter"] for o in q["options"]]
+                    chosen = kinds[letters.index(given)] if given in letters and kinds else None
+                    row.update(given=given, correct=given == q["answer"], chosen_kind=chosen)
                 rows.append(row)
                 fh.write(json.dumps({k: v for k, v in row.items() if k != "meta"}) + "\n")
                 if (i + 1) % 40 == 0 or i + 1 == len(qs):
@@ -162,6 +229,18 @@ def markdown(rep: dict) -> str:
     lines += _table("Action, by the correct command", s["action_by_correct_op"])
     lines += _table("Progress, by the true stage (subgoal kind:stage 0-3)", s["progress_by_stage"])
     lines += _table("Completion, by the truth", s["completion_by_truth"])
+    if s.get("grounding"):
+        g = s["grounding"]
+        t = g["thresholds"]
+        pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+        lines += ["## Grounding: point at a named object, say its offset from the grip point", "",
+                  f'| questions | answered | median pixel error (px of the set\'s frames, to the object\'s centre on '
+                  f'its visible surface) | on the object (within {t["point_tolerance_px"]:g} px of its visible surface) | '
+                  f'median offset error (mm) | offset within {t["offset_tolerance_mm"]:g} mm | both | chance of a random '
+                  f'pixel on the object |', "|---|---|---|---|---|---|---|---|",
+                  f'| {g["n"]} | {g["answered"]} | {"-" if g["median_px_error"] is None else g["median_px_error"]} | '
+                  f'{pct(g["on_object"])} | {"-" if g["median_mm_error"] is None else g["median_mm_error"]} | '
+                  f'{pct(g["within_mm"])} | {pct(g["correct"])} | {pct(g["chance_on_object"])} |', ""]
     if s["errors_by_kind"]:
         lines += ["## Wrong answers, by the kind of option chosen", "", "| skill: option kind | count |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in s["errors_by_kind"].items()] + [""]

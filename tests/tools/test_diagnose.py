@@ -1,7 +1,7 @@
 """The VLM skill diagnostic (motormind/diagnose): generation, ground truth, scoring, the openai path.
 
-The simulation tests share one small set (18 questions from one libero_spatial rollout), built
-once per module through the CLI; a second build with the same seed must reproduce it byte for byte.
+The simulation tests share one small set (24 questions, 6 per skill, from one libero_spatial rollout),
+built once per module through the CLI; a second build with the same seed must reproduce it byte for byte.
 """
 from __future__ import annotations
 
@@ -19,13 +19,15 @@ import pytest
 from motormind.brains.base import Brain, BrainReply
 from motormind.diagnose import SKILLS
 from motormind.diagnose.brains import NoisyDiagnoser, OracleDiagnoser, RandomBrain, make_brain, offered_letters
-from motormind.diagnose.build import interleave, split
+from motormind.diagnose import CHOICE_SKILLS
+from motormind.diagnose.build import interleave, moment_key, pick, split
 from motormind.diagnose.dataset import load_images, load_set
 from motormind.diagnose.role import Diagnoser
 from motormind.diagnose.truth import Truth
 from motormind.profile import load_profile
 
-SMALL = ["--suites", "libero_spatial", "--tasks", "0", "--inits", "0", "--questions", "18", "--seed", "3"]
+SMALL = ["--suites", "libero_spatial", "--tasks", "0", "--inits", "0", "--questions", "24", "--seed", "3"]
+N = 24
 
 
 def _cli(*args, timeout=300, env=None):
@@ -106,8 +108,29 @@ def test_balanced_ordering_is_deterministic_and_seeded():
     assert a != interleave(items, keys, random.Random(2))
     first = a[:9]
     assert sorted(c["k"] for c in first) == list("aaabbbccc")         # every prefix balanced
-    assert split(240, list(SKILLS)) == {"action": 80, "progress": 80, "completion": 80}
+    assert split(320, list(SKILLS)) == {"action": 80, "progress": 80, "completion": 80, "grounding": 80}
     assert split(80, ["s", "o"]) == {"s": 40, "o": 40}
+
+
+def test_a_set_holds_no_two_questions_on_the_same_moment():
+    # every moment of two rollouts poses a question of every skill (completion: two); steps repeat
+    # across moments (a command's moment and the mid-motion one before it can share a step)
+    cands = []
+    for init in (0, 1):
+        for mi in range(12):
+            step = mi // 2 * 4
+            base = {"suite": "s", "task": 0, "init_state": init, "rollout": f"s/0/{init}", "moment": mi, "step": step,
+                    "meta": {"scope": "subgoal", "relation": "current"}}
+            for skill in SKILLS:
+                for k in range(2 if skill == "completion" else 1):
+                    cands.append({**base, "skill": skill, "_strata": [str(k), "x", "y"]})
+    got = pick(cands, {(sk, "s"): 3 for sk in SKILLS}, random.Random(0))
+    keys = [moment_key(c) for c in got]
+    assert len(got) == 12 and len(set(keys)) == 12, keys
+    assert {sk: sum(c["skill"] == sk for c in got) for sk in SKILLS} == {sk: 3 for sk in SKILLS}
+    # asked for more than there are distinct moments: fewer questions, never a repeated moment
+    got = pick(cands, {(sk, "s"): 5 for sk in SKILLS}, random.Random(1))
+    assert len(got) == 12 and len({moment_key(c) for c in got}) == 12
 
 
 def _question(skill="completion", n=2):
@@ -180,13 +203,29 @@ def qset(tmp_path_factory):
 @pytest.mark.sim
 def test_set_format_balance_and_versions(qset):
     man, qs = load_set(qset)
-    assert man["format"] == "motormind-diagnose-set" and man["format_version"] == 1
+    assert man["format"] == "motormind-diagnose-set" and man["format_version"] == 2
     assert man["generator"] == "motormind.diagnose.build" and man["generator_version"]
     assert man["seed"] == 3 and man["simulator"]["mujoco"] == "2.3.7"
-    assert len(qs) == 18 and {s: sum(q["skill"] == s for q in qs) for s in SKILLS} == \
-        {"action": 6, "progress": 6, "completion": 6}
-    assert [q["id"] for q in qs] == [f"q{i:04d}" for i in range(1, 19)]
+    assert len(qs) == N and {s: sum(q["skill"] == s for q in qs) for s in SKILLS} == \
+        {"action": 6, "progress": 6, "completion": 6, "grounding": 6}
+    assert [q["id"] for q in qs] == [f"q{i:04d}" for i in range(1, N + 1)]
+    # one question per moment (episode, task, init state, control step)
+    keys = [(q["suite"], q["task"], q["init_state"], q["step"]) for q in qs]
+    assert len(set(keys)) == len(keys), sorted(keys)
     for q in qs:
+        assert set(q["cameras"]) == {"agentview", "robot0_eye_in_hand"}       # calibrations, for the marks
+        if q["skill"] == "grounding":
+            g = q["privileged"]["grounding"]
+            assert q["options"] == [] and g["camera"] == q["meta"]["camera"] and g["size"] == [128, 128]
+            assert g["object"] in q["privileged"]["movable"] and q["meta"]["label"] in q["question"]
+            assert 0 < g["chance"] < 0.5 and g["mask_px"] >= 12
+            # the reference point is on the object: inside its AABB (grown by the mask's margin)
+            o = q["privileged"]["objects"][g["object"]]
+            p = np.asarray(g["point_m"])
+            assert np.all(p >= np.asarray(o["lo"]) - 0.006) and np.all(p <= np.asarray(o["hi"]) + 0.006), (q["id"], p, o)
+            assert np.allclose(np.asarray(g["offset_mm"]), (p - np.asarray(q["privileged"]["robot"]["eef_pos_m"])) * 1000,
+                               atol=0.2)
+            continue
         letters = [o["letter"] for o in q["options"]]
         assert letters == list("ABCD"[:len(letters)]) and q["answer"] in letters
         assert len(letters) == (2 if q["skill"] == "completion" else 4)
@@ -201,14 +240,15 @@ def test_set_format_balance_and_versions(qset):
         pos = [q["answer"] for q in qs if q["skill"] == s]
         assert len(set(pos)) >= 3
     assert sum(q["answer"] == "A" for q in qs if q["skill"] == "completion") == 3
-    assert man["chance"] == {"action": 0.25, "progress": 0.25, "completion": 0.5}
+    assert {k: man["chance"][k] for k in CHOICE_SKILLS} == {"action": 0.25, "progress": 0.25, "completion": 0.5}
+    assert 0 < man["chance"]["grounding"] < 0.5
     assert sum(p.stat().st_size for p in qset.rglob("*")) < 5e6
 
 
 @pytest.mark.sim
 def test_the_set_is_reproducible_for_a_seed(qset, tmp_path):
     from motormind.diagnose.build import BuildSpec, build_set
-    again = build_set(BuildSpec(suites=["libero_spatial"], tasks=[0], inits=[0], seed=3, n_questions=18),
+    again = build_set(BuildSpec(suites=["libero_spatial"], tasks=[0], inits=[0], seed=3, n_questions=N),
                       tmp_path / "again", progress=lambda s: None)
     assert _digest(again) == _digest(qset)          # questions.jsonl and every PNG, byte for byte
     assert _manifest(again) == _manifest(qset)
@@ -219,8 +259,12 @@ def test_the_oracle_scores_100_percent_from_privileged_state_alone(qset, tmp_pat
     from motormind.diagnose.score import run_diagnostic
     rep = run_diagnostic(qset, make_brain("oracle"), tmp_path / "oracle", progress=lambda s: None)
     assert rep["brain"] == "oracle" and rep["privileged"] is True
-    assert rep["scores"]["overall"]["correct"] == 18
-    assert all(g["rate"] == 1.0 for g in rep["scores"]["skill"].values())
+    assert rep["scores"]["overall"]["correct"] == N
+    assert all(g["rate"] == 1.0 for g in rep["scores"]["skill"].values()) and set(rep["scores"]["skill"]) == set(SKILLS)
+    g = rep["scores"]["grounding"]
+    assert g["n"] == 6 and g["on_object"] == g["within_mm"] == g["correct"] == 1.0
+    assert g["median_px_error"] <= 0.5 and g["median_mm_error"] <= 1.0
+    assert "## Grounding" in (tmp_path / "oracle" / "report.md").read_text()
     assert (tmp_path / "oracle" / "report.md").read_text().startswith("# VLM skill diagnostic: oracle")
     assert "privileged simulator state" in (tmp_path / "oracle" / "report.md").read_text()
     # the oracle never reads the answer key: without it (and the generator's notes) it answers the same
@@ -228,17 +272,22 @@ def test_the_oracle_scores_100_percent_from_privileged_state_alone(qset, tmp_pat
     prof = load_profile("libero_panda")
     role = Diagnoser(OracleDiagnoser(prof))
     for q in qs:
+        if q["skill"] == "grounding":
+            continue                 # the fake camera's test: tests/grounding/test_diagnose_grounding.py
         blind = {k: v for k, v in q.items() if k not in ("answer", "meta")}
         assert role.answer(blind, {}, prof, privileged=True).value["answer"] == q["answer"], q["id"]
     # and no prompt carries privileged state
     events = [json.loads(x) for x in (tmp_path / "oracle" / "events.jsonl").read_text().splitlines()]
     calls = [e for e in events if e["kind"] == "vlm_call"]
-    assert len(calls) == 18 and all(c["role"] == "diagnose" and c["ok"] for c in calls)
+    assert len(calls) == N and all(c["role"] == "diagnose" and c["ok"] for c in calls)
     aabb = json.dumps(qs[0]["privileged"]["objects"][qs[0]["privileged"]["movable"][0]]["lo"][0])
     for c in calls:
         text = c["system"] + c["user"]
-        assert "privileged" not in text and '"lo"' not in text and aabb not in text
+        assert "privileged" not in text and '"lo"' not in text and aabb not in text and "mask_rle" not in text
         assert c["images"] == {"agentview": [128, 128, 3], "robot0_eye_in_hand": [128, 128, 3]}
+        # the cameras in the roles' words, the wrist view included, and their numbers
+        assert "robot0_eye_in_hand: on the gripper" in c["user"] and "right is the robot's" in c["user"]
+        assert "field of view" in c["user"] and "Marks drawn on the images" in c["user"]
 
 
 @pytest.mark.sim
@@ -246,19 +295,32 @@ def test_a_random_brain_scores_near_chance(qset, tmp_path):
     _, qs = load_set(qset)
     prof = load_profile("libero_panda")
     imgs = {q["id"]: load_images(qset, q) for q in qs}
+    from motormind.diagnose import grounding as gnd
+    from motormind.grounding.pixels import PixelConvention
     hits = {s: [] for s in SKILLS}
+    on = []
+    conv = PixelConvention("pixels", 128, 128)
     for seed in range(60):
         role = Diagnoser(RandomBrain(seed))
         for q in qs:
-            hits[q["skill"]].append(role.answer(q, imgs[q["id"]], prof, privileged=False).value["answer"] == q["answer"])
+            v = role.answer(q, imgs[q["id"]], prof, privileged=False, convention=conv).value
+            if q["skill"] == "grounding":
+                fig = gnd.score(q["privileged"]["grounding"], v, conv, prof.directions)
+                hits["grounding"].append(fig["correct"])
+                on.append(fig["on_object"])
+            else:
+                hits[q["skill"]].append(v["answer"] == q["answer"])
     for s, chance in (("action", 0.25), ("progress", 0.25), ("completion", 0.5)):
         assert abs(np.mean(hits[s]) - chance) < 0.085, (s, np.mean(hits[s]))
+    chance = np.mean([q["meta"]["chance"] for q in qs if q["skill"] == "grounding"])
+    assert abs(np.mean(on) - chance) < 0.05 and np.mean(hits["grounding"]) <= 0.02, (np.mean(on), chance)
     # and through the CLI: labelled random, not privileged, a report written
     p = _cli("diagnose", "run", "--set", str(qset), "--brain", "random", "--seed", "1", "--out", str(tmp_path / "r"),
              timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     rep = json.loads((tmp_path / "r" / "report.json").read_text())
-    assert rep["brain"] == "random" and rep["privileged"] is False and rep["questions"] == 18
+    assert rep["brain"] == "random" and rep["privileged"] is False and rep["questions"] == N
+    assert rep["scores"]["grounding"]["n"] == 6 and rep["scores"]["grounding"]["median_mm_error"] > 100
 
 
 @pytest.mark.sim
@@ -269,6 +331,7 @@ def test_the_noisy_brain_errs_at_its_rates_and_stays_labelled(qset):
     right = 0
     brain = NoisyDiagnoser(OracleDiagnoser(prof), rates, seed=0)
     role = Diagnoser(brain)
+    qs = [q for q in qs if q["skill"] in CHOICE_SKILLS]      # no episode error kind maps onto a point
     for _ in range(5):
         for q in qs:
             res = role.answer(q, {}, prof, privileged=True)
@@ -297,7 +360,7 @@ def test_a_profile_from_a_report_reproduces_its_accuracies_on_the_noisy_brain(qs
         for s, g in rep["scores"]["skill"].items():
             got[s][0] += g["correct"]
             got[s][1] += g["n"]
-    for s in SKILLS:
+    for s in CHOICE_SKILLS:
         lo, hi = wilson(*got[s])
         assert lo <= src["scores"]["skill"][s]["rate"] <= hi, (s, got[s], src["scores"]["skill"][s])
 
@@ -309,10 +372,10 @@ def test_answers_arrive_through_the_real_openai_client_from_serve_brain(qset, tm
     assert p.returncode == 0, p.stderr[-2000:]
     rep = json.loads((tmp_path / "oai" / "report.json").read_text())
     assert rep["brain"] == "openai:motormind-oracle" and rep["privileged"] is True
-    assert rep["scores"]["overall"]["correct"] == 18
+    assert rep["scores"]["overall"]["correct"] == N
     calls = [json.loads(x) for x in (tmp_path / "oai" / "events.jsonl").read_text().splitlines()]
     calls = [c for c in calls if c["kind"] == "vlm_call"]
-    assert len(calls) == 18 and all(c["meta"]["request_id"].startswith("chatcmpl-") for c in calls)
+    assert len(calls) == N and all(c["meta"]["request_id"].startswith("chatcmpl-") for c in calls)
     assert all(c["meta"]["images_sent"] == 2 for c in calls)
     # 2. a standalone `motormind serve-brain` replaying a random run, the client pointed at its URL
     p = _cli("diagnose", "run", "--set", str(qset), "--brain", "random", "--seed", "5", "--out", str(tmp_path / "rnd"),
