@@ -71,7 +71,7 @@ def _robot(a):
 def _brain_factory(a, robot):
     from ..registry import BrainConfig, build_brain
     cfg = BrainConfig(a.brain, vlm=a.vlm or "openai", vlm_set=tuple(a.vlm_set))
-    return lambda: build_brain(cfg, robot, robot.profile, None)
+    return lambda rec: build_brain(cfg, robot, robot.profile, rec)      # the episode's record (EpisodeHost)
 
 
 def _wait_for_signal() -> None:

@@ -7,6 +7,7 @@ that run under the operator's eye.
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import threading
 import time
 from pathlib import Path
@@ -82,7 +83,9 @@ class ConsoleSession:
 class EpisodeHost:
     """Runs one episode per instruction the operator submits, one at a time, each with its own
     record under ``out_root``. Between episodes the operator may jog; those actions go to the
-    session record (``out_root/session``)."""
+    session record (``out_root/session``). ``make_brain()`` builds each episode's brain; one that
+    takes an argument is given the episode's Recorder (the brain records its calls there, and a
+    manual VLM keeps its queue in the episode's folder: ``RUN_DIR/queue/``)."""
 
     def __init__(self, robot, make_brain: Callable[[], object], out_root: str | Path = "runs/console",
                  host: str = "127.0.0.1", port: int = 8765, token: str | None = None, approval: bool = False,
@@ -100,6 +103,7 @@ class EpisodeHost:
         self.robot_label = robot_label or robot.profile.name
         self.episodes: list[dict] = []        # summaries, in order
         self.runner: EpisodeRunner | None = None
+        self.brain = None
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="motormind-console-host", daemon=True)
 
@@ -123,7 +127,8 @@ class EpisodeHost:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = self.out_root / f"{stamp}_episode{len(self.episodes) + 1}"
         rec = Recorder(run_dir)
-        brain = self.make_brain()
+        takes_record = bool(inspect.signature(self.make_brain).parameters)
+        brain = self.brain = self.make_brain(rec) if takes_record else self.make_brain()
         try:
             self.session.runtime.watch(rec)
             rec("episode_start", instruction=instruction, brain=brain.name,
@@ -144,7 +149,7 @@ class EpisodeHost:
             return summary
         finally:
             self.session.detach("the episode is over")
-            self.runner = None
+            self.runner = self.brain = None
             brain.close()
             rec.close()
 
@@ -152,6 +157,9 @@ class EpisodeHost:
         r = self.runner
         if r is not None:
             r.stop(reason)
+        manual = getattr(self.brain, "manual", None)
+        if manual is not None:         # a request waiting for its answer ends now, not at its timeout
+            manual.close()
 
     def close(self) -> None:
         self._closing.set()

@@ -191,3 +191,49 @@ def test_without_a_queue_the_console_says_so(tmp_path):
     with pytest.raises(QueueError, match="no manual VLM queue") as e:
         mq.open("0001-planner")
     assert e.value.status == 404
+
+
+# -- the page ---------------------------------------------------------------------------------------
+@pytest.mark.browser
+def test_page_shows_a_waiting_request_and_answering_it_there_brings_the_next(tmp_path):
+    """Debian chromium (Playwright): the operator submits an instruction, the Planner's request
+    appears in the page's list, is opened (messages, images) and answered there; the Executor's
+    request appears next. Screenshot in test-artifacts/console/."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from test_console_browser import ARTIFACTS, chromium_path
+
+    from motormind.console.session import EpisodeHost
+    robot = FakeRobot(image_size=48)
+    make = lambda rec: build_brain(BrainConfig("openai", vlm="manual", vlm_set=AUTO), robot,  # noqa: E731
+                                   robot.profile, rec)
+    host = EpisodeHost(robot, make, tmp_path / "runs", port=0, token=TOKEN, frame_hz=0).start()
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
+            try:
+                page = browser.new_context(viewport={"width": 1500, "height": 1100}, bypass_csp=True).new_page()
+                page.goto(host.session.server.control_url)
+                assert page.is_hidden("#manual")                   # no manual endpoint yet: no panel
+                page.fill("#instruction", "move 30 mm forward")
+                page.click("#form-instruction button")
+                page.wait_for_selector("#manual-list tr[data-role=planner]", timeout=20000)
+                assert "left" in page.inner_text("#manual-list tr[data-role=planner]")
+                page.click("#manual-list tr[data-role=planner] button.manual-open-btn")
+                page.wait_for_selector("#manual-messages details.msg-user img[data-camera]", timeout=10000)
+                assert "you are the planner" in page.inner_text("#manual-title")
+                assert "subgoals" in page.text_content("#manual-schema")
+                page.fill("#manual-answer", json.dumps(PLAN))
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "manual-request-open.png"), full_page=True)
+                page.click("#manual-send")
+                page.wait_for_selector("#manual-list tr[data-role=executor]", timeout=20000)
+                assert "manual_answer: answered" in page.inner_text("#manual-result")
+                assert page.is_hidden("#manual-open") and page.is_visible("#manual-result")
+                page.screenshot(path=str(ARTIFACTS / "manual-next-request.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        host.close()
+    plans = [e for f in (tmp_path / "runs").rglob("events.jsonl") for e in written_events(f, "plan")]
+    assert [p["subgoals"][0]["id"] for p in plans] == ["s1"]

@@ -173,6 +173,91 @@ function renderPending(s, canAct) {
   for (const n of box.querySelectorAll(".why-disabled")) n.textContent = cannot ? `approve disabled: ${cannot}` : "";
 }
 
+// -- the manual VLM endpoint: the queue's waiting requests; the one opened, answered from here --------
+let opened = null;                                 // the request opened: its id and role
+const secs = (v) => (typeof v === "number" ? `${v.toFixed(0)} s` : "?");
+function budgetText(b) {
+  if (!b || !Object.keys(b).length) return "";
+  const n = (v) => typeof v === "number";           // what the episode does not count is null: left out
+  const parts = [];
+  if (n(b.steps_left)) parts.push(`${b.steps_left}${n(b.step_budget) ? "/" + b.step_budget : ""} steps left`);
+  if (n(b.wall_s_left)) parts.push(`${secs(b.wall_s_left)}${n(b.wall_budget_s) ? " of " + secs(b.wall_budget_s) : ""} left`);
+  if (n(b.batches_used)) parts.push(`batch ${b.batches_used}${n(b.batch_budget) ? "/" + b.batch_budget : ""}`);
+  return parts.join(" · ");
+}
+
+async function openRequest(id) {
+  const r = await act("manual_open", { id }, "manual-result");
+  if (!r.ok) return;
+  const q = r.request;
+  opened = { id: q.id, role: q.role };
+  $("manual-open").hidden = false;
+  $("manual-title").textContent = `${q.id}: you are the ${q.role}` + (q.attempt ? ` (repair round ${q.attempt})` : "")
+    + ` · ${q.state} · ${secs(q.time_left_s)} to answer` + (budgetText(q.budget) ? ` · ${budgetText(q.budget)}` : "");
+  const box = $("manual-messages");
+  box.textContent = "";
+  const images = Object.fromEntries((q.images || []).map((i) => [i.file, i]));
+  for (const m of q.messages || []) {
+    const parts = typeof m.content === "string" ? [{ type: "text", text: m.content }] : (m.content || []);
+    const body = [];
+    for (const p of parts) {
+      if (p.type === "text") body.push(el("pre", {}, p.text || ""));
+      else if (p.type === "image_url") {
+        const im = images[(p.image_url || {}).url] || {};
+        body.push(el("figure", {}, el("img", { src: im.url || "", alt: im.camera || "image", "data-camera": im.camera || "" }),
+          el("figcaption", {}, `${im.camera || "?"} · ${im.width || "?"}×${im.height || "?"} px as sent`)));
+      }
+    }
+    const chars = parts.filter((p) => p.type === "text").reduce((n, p) => n + (p.text || "").length, 0);
+    box.append(el("details", { class: "msg msg-" + m.role, open: m.role !== "system" },
+      el("summary", {}, `${m.role} (${chars} characters${body.some((b) => b.tagName === "FIGURE") ? ", images" : ""})`), ...body));
+  }
+  $("manual-schema").textContent = JSON.stringify(q.schema, null, 1);
+  $("manual-answer").value = "";
+  render(last);
+}
+$("manual-send").addEventListener("click", async () => {
+  if (!opened) return;
+  const r = await act("manual_answer", { id: opened.id, answer: $("manual-answer").value }, "manual-result");
+  if (r.ok) { opened = null; $("manual-open").hidden = true; $("manual-answer").value = ""; render(last); }
+});
+$("manual-close").addEventListener("click", () => { opened = null; $("manual-open").hidden = true; render(last); });
+
+function renderManual(s, canAct) {
+  const m = s.manual || {};
+  const used = !!m.queue || !!s.manual_used;
+  $("manual").hidden = !used;
+  if (!used) return;
+  const items = m.waiting || [];
+  $("manual-note").textContent = !m.queue ? `this episode's VLM is answered by hand, but ${m.note || "its queue is not watched here"}`
+    : (items.length ? "" : `nothing waiting (queue ${m.queue})`) + (canAct ? "" : " · read-only: take control to answer");
+  const box = $("manual-list");                    // rows kept by id (a click never meets a row being replaced)
+  const keep = new Set(items.map((i) => i.id));
+  for (const row of [...box.querySelectorAll("tr")]) if (!keep.has(row.dataset.id)) row.remove();
+  for (const it of items) {
+    let row = [...box.querySelectorAll("tr")].find((r) => r.dataset.id === it.id);
+    if (!row) {
+      row = el("tr", { "data-id": it.id, "data-role": it.role },
+        el("td", {}, el("b", {}, it.role)), el("td", {}, it.id), el("td", { class: "age" }),
+        el("td", { class: "left" }), el("td", { class: "muted budget" }),
+        el("td", {}, el("button", { class: "manual-open-btn", onclick: () => openRequest(it.id) }, "open")));
+      box.append(row);
+    }
+    row.className = opened && opened.id === it.id ? "opened" : "";
+    row.querySelector(".age").textContent = `age ${secs(it.age_s)}`;
+    row.querySelector(".left").textContent = `${secs(it.time_left_s)} left`;
+    row.querySelector(".left").className = "left" + ((it.time_left_s ?? 99) < 30 ? " reason" : "");
+    row.querySelector(".budget").textContent = budgetText(it.budget);
+    const b = row.querySelector("button");
+    b.disabled = !canAct;
+    b.title = canAct ? "" : "take control to answer";
+  }
+  if (opened && !items.some((i) => i.id === opened.id)) {
+    $("manual-title").textContent = `${opened.id}: no longer waiting (answered, expired or ended)`;
+  }
+  $("manual-send").disabled = !canAct || !opened;
+}
+
 function renderQueue(s) {
   const box = $("queue");
   box.textContent = "";
@@ -239,6 +324,7 @@ function render(s) {
   list("plan", s.plan, (sg) => el("li", { "data-subgoal": sg.id }, st(sg.status), el("b", {}, sg.id), ` ${sg.description} `,
     el("span", { class: "muted" }, `(${sg.success_criterion})`)));
   renderPending(s, canAct);
+  renderManual(s, canAct);
   renderQueue(s);
   list("alerts", s.alerts, (a) => el("li", { class: "lvl-warn" }, `${a.t.toFixed(1)} s ${a.source}: ${a.text}`));
   list("verdicts", s.verdicts, (v) => el("li", { class: v.achieved ? "lvl-ok" : "lvl-warn" },
