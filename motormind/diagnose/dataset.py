@@ -5,21 +5,25 @@
     SET_DIR/questions.jsonl    one question per line (keys below)
     SET_DIR/images/*.png       upright camera frames, RGB, one file per camera per moment
 
-A question line:
-    id, skill (action | progress | completion), suite, task, init_state, rollout, moment, step
+A question line (format 2):
+    id, skill (action | progress | completion | grounding), suite, task, init_state, rollout, moment, step
     instruction, plan              what the stack's roles would know: the instruction, the plan
     subgoal                        {id, description, success_criterion}, or null (task completion)
     state                          the measured robot state the roles see (mm, degrees)
     images                         camera name -> path relative to SET_DIR
+    cameras                        camera name -> its calibration at the frame's size
+                                   (CameraCalibration.to_json): the marks and camera facts of the prompt
     question, options              the question text; options [{letter, text, value}], lettered A..
-    answer                         the correct letter
+                                   (none for grounding)
+    answer                         the correct letter (grounding: camera, object, truth pixel, offset mm)
     meta                           generator notes (subgoal kind, stage, option kinds ...): not for prompts
     privileged                     the privileged snapshot the oracle answers from (truth.py): robot
                                    state, object AABBs, goal regions and predicates, the subgoal asked
                                    about. Handed to privileged brains only; never rendered into a prompt.
 
-Only ``question``, ``options[].letter/text``, ``instruction``, ``plan``, ``subgoal``, ``state`` and the
-images reach a prompt (score.py).
+Only ``question``, ``options[].letter/text``, ``instruction``, ``plan``, ``subgoal``, ``state``, the
+images (marked from ``cameras``) and the camera facts reach a prompt (role.py). A format 1 set (no
+grounding, no ``cameras``) still loads.
 """
 from __future__ import annotations
 
