@@ -33,6 +33,7 @@ from .episode.config import EpisodeConfig
 from .results import Status
 from .roles.base import quote_id, quote_text
 from .roles.planner import Subgoal
+from .roles.facts import PromptFacts
 from .roles.verifier import Verdict
 from .views import describe as describe_views
 from .vocabulary import prompt_block
@@ -80,6 +81,9 @@ class Context:
         self.instruction = instruction
         self.memory_text = memory_text or (lambda: "(memory disabled)")
         self.camera_names = camera_names    # the robot's cameras (None: every camera the profile describes)
+        # the numbers every prompt states (roles/facts.py): the runner gives the backend's calibrations,
+        # scene facts, the frames' marks and the budget; by default the profile's facts alone
+        self.facts = PromptFacts(profile, camera_names)
 
     def base(self, state: dict, plan: list[Subgoal]) -> dict:
         p = self.profile
@@ -92,6 +96,7 @@ class Context:
             "state": json.dumps(state), "memory": self.memory_text(),
             "plan": json.dumps([asdict(s) for s in plan]),
             "cameras": describe_views(p.cameras, p.directions, self.camera_names),
+            **self.facts.values(),          # setup, look, budget
         }
 
 
@@ -352,13 +357,14 @@ class MonitorComponent:
     def __init__(self, monitor, instruction: str):
         self.monitor = monitor          # roles.monitor.Monitor
         self.instruction = instruction
+        self.setup = ""                 # the robot's facts (roles/facts.py PromptFacts.robot)
         self._ctx: dict = {}
         self._done: list = []
 
     def begin(self, batch: dict, subgoal: Subgoal | None, token) -> None:
         self._ctx = {"instruction": self.instruction, "subgoal_id": batch.get("subgoal_id", ""),
                      "subgoal": subgoal.description if subgoal else "", "batch_id": batch.get("batch_id", ""),
-                     "batch": json.dumps(batch)}
+                     "batch": json.dumps(batch), **({"setup": self.setup} if self.setup else {})}
         self._done = []
         self.monitor.watch(token)
 

@@ -139,6 +139,9 @@ class RobotProfile:
     source: str = ""
     cameras: dict = field(default_factory=dict)   # name -> views.CameraView: where each camera looks from
     backends: tuple = ()          # the robot backends whose hardware this profile describes (motormind/registry.py)
+    finger_length_mm: float | None = None   # the fingers' length, palm to tips (None: not stated); prompts say it
+    tip_past_grip_mm: float | None = None   # the fingertips' ends reach this far past the grip point, along the
+                                            # fingers (None: not stated)
 
     def in_workspace(self, pos_mm) -> list[str]:
         """The workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z=-45.0 < -40.0']; a
@@ -187,7 +190,7 @@ _SECTIONS = {         # section -> its keys (None: free-form); every section but
     "workspace_mm": ("x", "y", "z"),
     "orientation": ("max_tilt_deg",),
     "directions": None, "rotation": ("frame", "axes"),
-    "gripper": ("max_width_mm", "min_width_mm"),
+    "gripper": ("max_width_mm", "min_width_mm", "finger_length_mm", "tip_past_grip_mm"),
     "speeds": ("move_mm_s", "rotate_deg_s"),
     "tolerances": ("position_mm", "rotation_deg", "settle_mm_per_step", "max_steps_per_command", "continue_mm",
                    "blend_mm", "blend_deg", "blend_fraction"),
@@ -320,6 +323,10 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
     if gmin < 0:
         r.fail("gripper.min_width_mm", f"must be >= 0, got {gmin:g}")
     r.ordered(gmin, gmax, "gripper.min_width_mm", "min_width_mm", "max_width_mm", strict=True)
+    finger_len = r.num(grip, "finger_length_mm", "gripper") if "finger_length_mm" in grip else None
+    tip_past = r.num(grip, "tip_past_grip_mm", "gripper", positive=False) if "tip_past_grip_mm" in grip else None
+    if tip_past is not None and tip_past < 0:
+        r.fail("gripper.tip_past_grip_mm", f"must be >= 0, got {tip_past:g}")
     speeds = r.section(d, "speeds")
     tol = r.section(d, "tolerances")
     tolerances = Tolerances(
@@ -356,7 +363,8 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
         gripper_max_width_mm=gmax, gripper_min_width_mm=gmin,
         move_mm_s=r.num(speeds, "move_mm_s", "speeds"), rotate_deg_s=r.num(speeds, "rotate_deg_s", "speeds"),
         tolerances=tolerances, period_s=r.num(r.section(d, "control"), "period_s", "control"),
-        max_tilt_deg=max_tilt, safety=safety, source=source, cameras=ReadOnly(views), backends=tuple(backends))
+        max_tilt_deg=max_tilt, safety=safety, source=source, cameras=ReadOnly(views), backends=tuple(backends),
+        finger_length_mm=finger_len, tip_past_grip_mm=tip_past)
 
 
 def load_profile(name_or_path: str | Path) -> RobotProfile:

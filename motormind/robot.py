@@ -132,3 +132,10 @@ class Robot(ABC):
         observation's eef pose). A camera of ``camera_names`` missing here has no calibration;
         one whose ``depth`` is False says why in ``no_depth_reason`` (docs/grounding.md)."""
         return {}
+
+    def scene_facts(self) -> dict:
+        """What the backend knows of the scene that a teleoperator sees, for prompts; never
+        a movable object's pose. ``table_z_mm``: the height of the surface the objects stand on (the
+        table's top, or the floor: ``surface`` says which), base frame, mm. Absent keys are unknown
+        (docs/grounding.md, "Scene facts")."""
+        return {}

@@ -20,8 +20,10 @@ from .episode.config import EpisodeConfig
 from .episode.machine import (AwaitPlan, Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks,
                               Verify)
 from .grounding.marks import Marker, options_of
+from .grounding.points import Grounding, convention_of
 from .record import Recorder
 from .roles.executor import Executor
+from .roles.facts import PromptFacts
 from .roles.memory import Memory
 from .roles.monitor import Monitor
 from .roles.planner import Planner
@@ -58,12 +60,21 @@ class EpisodeRunner:
         self.memory = Memory(brain, rec, instruction) if self.cfg.memory else None
         self.marker = Marker(robot, options_of(brain))   # marks on every frame a role sees (grounding/marks.py)
         self._marked: dict = {}
+        # the roles' points and regions, resolved from each look's depth (grounding/points.py)
+        self.grounding = Grounding(self.profile.directions, lambda role, cam, w, h: convention_of(brain, role, w, h),
+                                   getattr(robot, "render", None), self.rec, max_looks=self.cfg.max_looks,
+                                   record_frame=self.rec.frame)
         self.context = Context(self.profile, instruction, self._memory_text,
-                               list(getattr(robot, "camera_names", None) or []) or None)
+                               list(getattr(robot, "camera_names", None) or []) or None, self.grounding)
+        # the numbers every prompt states (roles/facts.py): the backend's calibrations and scene facts
+        # (read once), the marks' info of each look, the budget
+        self.context.facts = PromptFacts.of_robot(robot, self.budget_left, self.marker.options)
         self.planner_c = PlannerComponent(Planner(brain, rec), self.cfg, self.context, self._emit, self._say)
         self.executor_c = ExecutorComponent(Executor(brain, rec), self.cfg, self.context, self._say)
         self.verifier_c = VerifierComponent(Verifier(brain, rec), self.cfg, self.context)
         self.monitor_c = MonitorComponent(self.monitor, instruction) if self.monitor else None
+        if self.monitor_c is not None:
+            self.monitor_c.setup = self.context.facts.robot()
         self.vlm = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0}
         self.machine = EpisodeMachine(self.cfg, self.executor_c, Hooks(
             evaluate=lambda: (self.success_fn(), self.steps_fn()), look=self._look,
@@ -121,12 +132,15 @@ class EpisodeRunner:
     def _observe(self, label: str):
         """A fresh observation; its frames are marked once here for every role (``_marked``) and
         recorded raw and marked side by side (the raw frames in the observation are never changed)."""
-        obs = self.robot.observe(images=self.cfg.images)
-        self._marked = dict(obs.images)
+        obs = self.robot.observe(images=True, depth=True) if self.cfg.images else self.robot.observe()
+        self._marked, infos = dict(obs.images), {}
         if obs.images:
-            self._marked, _ = self.marker(obs)
+            self._marked, infos = self.marker(obs)
             extra = {f"{k} (marked)": v for k, v in self._marked.items() if v is not obs.images.get(k)}
             self.rec.frame(label, {**obs.images, **extra})
+        if obs.images:
+            self.grounding.see(label, obs, self.robot.cameras() if hasattr(self.robot, "cameras") else {})
+        self.context.facts.saw(obs, self._marked, infos)   # the grip point's pixels in these frames
         for fn in list(self.observers):
             fn(label, obs)
         return obs

@@ -14,8 +14,11 @@ profile's own, ``directions``)::
 
 Every role whose prompt carries images is told these in words (``describe``), for example
 "agentview: a fixed camera in front of the robot ...; in its image, right is the robot's left
-(+y) ...". Positions in MotorMind's prompts and answers are always base-frame millimetres, never
-image pixels, so no image coordinate convention is involved.
+(+y) ...", and, where the backend calibrates the camera (``Robot.cameras()``), in numbers
+(``describe_calibration``): its field of view and image size, where it stands (a fixed camera: in
+base-frame mm; a gripper camera: from the grip point along and off the fingers), rounded for prompts.
+Positions in MotorMind's commands are always base-frame millimetres; the pixels a prompt states
+(the grip point's, ``roles/facts.py``) are the image's own (u right, v down from the top-left).
 """
 from __future__ import annotations
 
@@ -104,11 +107,38 @@ def describe_view(v: CameraView, directions: dict) -> str:
     return s
 
 
-def describe(views: dict, directions: dict, names=None) -> str:
-    """The prompt text for the cameras ``names`` (default: all described)."""
+def describe_calibration(cal) -> str:
+    """A camera's calibration (``grounding.camera.CameraCalibration``) as one prompt sentence, rounded:
+    field of view and image size; a fixed camera's position (base frame, mm) and how far its optical
+    axis points below the horizontal; a gripper camera's place relative to the grip point (the eef
+    frame's z runs along the fingers toward their tips)."""
+    fh, fv = cal.fov_deg
+    s = f"Field of view {fh:.0f} x {fv:.0f} deg ({cal.width_px} x {cal.height_px} px)"
+    axis = np.asarray(cal.rot, dtype=float)[:, 2]             # the optical axis (OpenCV z) in the mount frame
+    p = np.asarray(cal.position_m, dtype=float) * 1000.0
+    if cal.mount == "gripper":
+        along, off = -p[2], float(np.hypot(p[0], p[1]))
+        tilt = float(np.degrees(np.arccos(np.clip(axis[2], -1.0, 1.0))))
+        where = "behind" if along >= 0 else "beyond"
+        return (f"{s}; it sits {abs(along):.0f} mm {where} the grip point along the fingers and {off:.0f} mm "
+                f"off their axis, its optical axis {tilt:.0f} deg from the fingers' direction.")
+    down = float(np.degrees(np.arcsin(np.clip(-axis[2], -1.0, 1.0))))
+    return (f"{s}; it stands at x {p[0]:.0f}, y {p[1]:.0f}, z {p[2]:.0f} mm, its optical axis {down:.0f} deg "
+            f"below the horizontal.")
+
+
+def describe(views: dict, directions: dict, names=None, calibrations: dict | None = None) -> str:
+    """The prompt text for the cameras ``names`` (default: all described): each one's words from the
+    profile and, for those in ``calibrations`` (name -> CameraCalibration), its numbers."""
+    cals = calibrations or {}
     names = list(views) if names is None else list(names)
-    lines = [describe_view(views[n], directions) for n in names if n in views]
-    missing = [n for n in names if n not in views]
+    lines = []
+    for n in names:
+        if n in views:
+            lines.append(describe_view(views[n], directions) + (f" {describe_calibration(cals[n])}" if n in cals else ""))
+        elif n in cals:
+            lines.append(f"{n}: no view description in the robot profile. {describe_calibration(cals[n])}")
+    missing = [n for n in names if n not in views and n not in cals]
     if missing:
         lines.append(f"{', '.join(missing)}: no view description in the robot profile")
     return "\n".join(f"- {ln}" for ln in lines) if lines else \

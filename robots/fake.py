@@ -60,6 +60,9 @@ class FakeRobot(Robot):
                                           "fixed", centre, axes, source="robots/fake.py (synthetic)")
         return {"front": cal.with_depth(self.has_depth, "the fake's camera was built without depth (depth=False)")}
 
+    def scene_facts(self) -> dict:
+        return {"table_z_mm": self.TABLE_Z_M * 1000.0, "surface": "table"}
+
     def observe(self, images: bool = False, depth: bool = False) -> Observation:
         imgs = {"front": self._render()} if images else {}
         deps = {"front": self._depth()} if (images and depth and self.has_depth) else {}

@@ -113,7 +113,7 @@ class XArm6Robot(Robot):
                  cameras=None, connect: bool = True, gripper: bool = True, gripper_speed: int = 5000,
                  gripper_pulses_per_mm: float = 10.0, tcp_acc_mm_s2: float = 1000.0,
                  stall_timeout_s: float = 1.0, readback_timeout_s: float = 2.0, show_readback: bool = True,
-                 calibration: str | None = None):
+                 calibration: str | None = None, table_z_mm: float | None = None):
         self.ip = check_ipv4(ip)
         self.profile = profile if isinstance(profile, RobotProfile) else load_profile(profile)
         self.command_port = int(command_port)
@@ -137,6 +137,10 @@ class XArm6Robot(Robot):
             from motormind.grounding.camera import load_calibrations
             tcp = self.profile.safety.tcp_offset if self.profile.safety is not None else None
             self.calibrations = load_calibrations(calibration, tcp_offset=tcp)
+        if table_z_mm is not None and not (isinstance(table_z_mm, (int, float)) and math.isfinite(table_z_mm)):
+            raise ConfigError(f"table_z_mm: must be a finite number of mm (the table's surface, base frame), "
+                              f"got {table_z_mm!r}")
+        self.table_z_mm = None if table_z_mm is None else float(table_z_mm)   # scene_facts (measured once)
         self._arm = None
         self._fault: XArmFault | None = None
         self._link_lost = False
@@ -180,6 +184,10 @@ class XArm6Robot(Robot):
         """The calibration file's cameras (``calibration=``); none without one. Depth: as the file
         says (no depth stream is read yet: every camera's entry should say ``depth: false``)."""
         return dict(self.calibrations)
+
+    def scene_facts(self) -> dict:
+        """The table's surface height as configured (``table_z_mm``); nothing when it is not."""
+        return {} if self.table_z_mm is None else {"table_z_mm": self.table_z_mm, "surface": "table"}
 
     def connect(self) -> list["SafetyReading"]:
         """Connect, bring the arm up, write and verify its safety settings; return the safety
@@ -878,6 +886,7 @@ class XArm6Config:
     command_port: int = field(default=502, metadata={"ge": 1, "le": 65535})   # the emulator may use another
     cameras: tuple[str, ...] = ()                         # NAME=SOURCE each (robots/cameras.py)
     calibration: str = ""                                 # the cameras' calibration file or URL (docs/grounding.md)
+    table_z_mm: float | None = None                       # the table's surface in the base frame, measured once (prompts)
     gripper: bool = True                                  # drive the xArm Gripper
     stall_timeout_s: float = field(default=1.0, metadata={"gt": 0})
 
@@ -897,7 +906,7 @@ class XArm6Config:
     def build(self, profile: RobotProfile) -> "XArm6Robot":
         return XArm6Robot(self.ip, profile, command_port=self.command_port,
                           cameras=parse_camera_specs(self.cameras) or None, gripper=self.gripper,
-                          calibration=self.calibration or None,
+                          calibration=self.calibration or None, table_z_mm=self.table_z_mm,
                           stall_timeout_s=self.stall_timeout_s)
 
 

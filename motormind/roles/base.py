@@ -72,7 +72,10 @@ def quote_id(value: Any) -> str:
 #   quotes an answer): one JSON string (``quote_text``).
 PROMPT_TEXT = frozenset({"schema", "vocabulary", "robot_description", "directions", "axes", "rotation_frame",
                          "cameras", "image_names", "what", "question", "options", "letters", "skill", "colour",
-                         "last_report", "replan"})
+                         "setup", "look", "budget", "last_report", "replan"})
+# ``setup``, ``look`` and ``budget`` are ``roles.facts.PromptFacts``'s (numbers the stack states); a caller
+# that renders a role without them gets these words instead of an unfilled placeholder
+FACT_DEFAULTS = {"setup": "(the robot's facts are not given)", "look": "(not given)", "budget": "Budget: not known."}
 JSON_TEXT = frozenset({"state", "plan", "limits", "last_verdict", "batch", "progress", "events"})
 IDS = frozenset({"subgoal_id", "batch_id"})
 
@@ -167,7 +170,7 @@ class Role:
 
     def ask(self, values: dict, images: dict | None = None, context: dict | None = None,
             check: Callable[[Any], None] | None = None) -> RoleResult:
-        values = {"schema": json.dumps(self.schema), **values}
+        values = {"schema": json.dumps(self.schema), **FACT_DEFAULTS, **values}
         system, user = render(self.prompt_name, values)
         req = BrainRequest(self.name, self.prompt_name, system, user, self.schema, images or {},
                            context or {})

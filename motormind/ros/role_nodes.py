@@ -18,6 +18,7 @@ from ..controller import CancelToken
 from ..episode.book import unfit_reason
 from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks
 from ..roles.executor import Executor
+from ..roles.facts import BudgetCounter, PromptFacts
 from ..roles.memory import Memory
 from ..roles.monitor import Monitor
 from ..roles.planner import Planner
@@ -45,6 +46,9 @@ class RoleNode(MotorMindNode):
         self.memory_view = MemoryView(self.cfg.memory)
         self.instruction = ""
         self.prompt_ctx: Context | None = None
+        # the budget as this node knows it: the reports' steps, the clock since the task, the config's budgets
+        self.budget = BudgetCounter(self.cfg)
+        self.listen("report", self.budget.on_report)
         self.listen("memory", self.memory_view.update)
         self.listen("task", lambda m: self.worker.put(self._task, m))
 
@@ -81,6 +85,10 @@ class RoleNode(MotorMindNode):
             return
         self.instruction = instr
         self.prompt_ctx = Context(self.profile, instr, self.memory_view.text)
+        # the facts a node has (roles/facts.py): the profile's and the budget; its frames come from image
+        # topics without calibrations, so no camera numbers, grip pixels or table height are stated here
+        self.budget.start()
+        self.prompt_ctx.facts = PromptFacts(self.profile, budget=self.budget)
         self.log(f"task: {instr!r}  brain: {getattr(self.brain, 'name', '?')}"
                  f"{' (PRIVILEGED simulator state)' if getattr(self.brain, 'privileged', False) else ''}")
         self.on_task(msg)
@@ -339,6 +347,7 @@ class MonitorNode(RoleNode):
         if self.cfg.monitor and self.monitor is None:
             self.monitor = Monitor(self.brain, self.record)
             self.component = MonitorComponent(self.monitor, self.instruction)
+            self.component.setup = self.prompt_ctx.facts.robot()
 
     def _plan(self, msg: dict) -> None:
         d = PlanDecision.from_json(msg)

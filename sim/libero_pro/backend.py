@@ -218,6 +218,7 @@ class LiberoRobot(Robot):
             for _ in range(SETTLE_STEPS):
                 self._raw_step(np.asarray(SETTLE_ACTION, dtype=float))
             self.steps_used = 0
+            self._scene_facts = self._surface()     # a scene fact for prompts, read once per episode
             self._stop_req.clear()
             self._exhausted_note = ""
             self.timings["reset_s"] = time.perf_counter() - t0
@@ -253,6 +254,44 @@ class LiberoRobot(Robot):
         self.base_pos = np.asarray(robot.base_pos, dtype=float).copy()
         self.base_quat_xyzw = np.asarray(robot.base_ori, dtype=float).copy()
         self.base_rot = quat_to_mat(self.base_quat_xyzw)
+
+    def _surface(self) -> dict:
+        """The surface the objects stand on, from the model: the top of the collision geoms of the
+        bodies named like a table (LIBERO's arenas: ``table``, ``study_table``, ``living_room_table``)
+        under the grip point's start position, or the floor plane where no table is (libero_object).
+        Not privileged: a teleoperator sees the table; no object is read. Call under the lock."""
+        import itertools
+
+        import mujoco
+        sim = self._env.env.sim
+        m, d = sim.model._model, sim.data._data
+        grip = self._site_pose().p
+        signs = np.array(list(itertools.product((-1, 1), repeat=3)), dtype=float)
+        top = None
+        for g in range(m.ngeom):
+            if (m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0) or int(m.geom_type[g]) == 0:
+                continue
+            b = int(m.geom_bodyid[g])
+            names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, i) or "" for i in (b, int(m.body_rootid[b]))]
+            if not any("table" in n for n in names):
+                continue
+            corners = d.geom_xpos[g] + (m.geom_aabb[g, :3] + signs * m.geom_aabb[g, 3:]) @ d.geom_xmat[g].reshape(3, 3).T
+            lo, hi = corners.min(axis=0), corners.max(axis=0)
+            if lo[0] <= grip[0] <= hi[0] and lo[1] <= grip[1] <= hi[1] and hi[2] < grip[2]:
+                top = hi[2] if top is None else max(top, hi[2])
+        surface = "table"
+        if top is None:
+            floors = [float(d.geom_xpos[g][2]) for g in range(m.ngeom) if int(m.geom_type[g]) == 0]
+            if not floors:
+                return {}
+            top, surface = max(floors), "floor"
+        z = float(self.to_base_pos(np.array([grip[0], grip[1], top]))[2])
+        return {"table_z_mm": round(z * 1000.0, 1), "surface": surface}
+
+    def scene_facts(self) -> dict:
+        """The surface the objects stand on (``table_z_mm``, ``surface``: table or floor), read from
+        the model at reset (``_surface``)."""
+        return dict(self._scene_facts)
 
     # ------------------------------------------------------------------ frames
     def to_base_pos(self, p_world) -> np.ndarray:

@@ -125,7 +125,8 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
     t_start, sim0 = time.monotonic(), emu.physics.sim_time_s
     cpu0 = emu.physics.step_cpu_s
     try:
-        robot = XArm6Robot(emu.host, prof, command_port=emu.port, cameras=emu.camera_urls() if images else None)
+        robot = XArm6Robot(emu.host, prof, command_port=emu.port, cameras=emu.camera_urls() if images else None,
+                           table_z_mm=cfg.table_top_z_m * 1000.0)     # the cell's config: the table's surface
         for i in range(n):
             s = seed + i
             for cond in CONDITIONS[interference]:

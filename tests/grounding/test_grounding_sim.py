@@ -205,3 +205,31 @@ def test_cell_grip_mark_lands_on_the_tcps_projection_in_every_camera(cell):
             assert abs(cu - u0) <= 2 and abs(cv - v0) <= 2, (name, pose, (cu, cv), (u0, v0))
             ringed[name] += 1
     assert min(ringed.values()) >= 2, ringed                 # the grip point was in view and marked in both
+
+
+def test_libero_the_table_height_a_prompt_states_is_the_tables_top(libero):
+    """The table's surface in the prompts' setup (``Robot.scene_facts``, read from the model at reset)
+    within 2 mm of where rays straight down over the workspace meet the table (mj_ray, the test's own)."""
+    import re
+
+    import mujoco
+
+    from motormind.roles.facts import PromptFacts
+    m = re.search(r"Table surface \(what the objects stand on\): z = (-?\d+) mm", PromptFacts.of_robot(libero).setup())
+    assert m, PromptFacts.of_robot(libero).setup()
+    stated = float(m.group(1))
+    sim = libero._env.env.sim
+    mm, d = sim.model._model, sim.data._data
+    hits = []
+    for x in np.linspace(0.35, 0.65, 4):
+        for y in np.linspace(-0.25, 0.25, 5):
+            start = libero.to_world_pos([x, y, 0.25])
+            gid = np.array([-1], dtype=np.int32)
+            dist = mujoco.mj_ray(mm, d, start, np.array([0.0, 0.0, -1.0]), None, 1, -1, gid)
+            if gid[0] < 0:
+                continue
+            root = int(mm.body_rootid[mm.geom_bodyid[gid[0]]])
+            if "table" in (mujoco.mj_id2name(mm, mujoco.mjtObj.mjOBJ_BODY, root) or ""):
+                hits.append(float(libero.to_base_pos(start - np.array([0.0, 0.0, dist]))[2]) * 1000.0)
+    assert len(hits) >= 5, hits                      # most rays meet the table, not an object on it
+    assert max(abs(h - stated) for h in hits) <= 2.0, (stated, hits)
