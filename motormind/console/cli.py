@@ -44,6 +44,10 @@ def register(sub) -> None:
     p.add_argument("--realtime", action="store_true", help="--robot fake: move in real time (as a real arm would)")
     p.add_argument("--out", default="runs/console", help="where episode records go (one folder each)")
     p.add_argument("--domain-id", type=int, default=None, help="--ros: ROS_DOMAIN_ID")
+    p.add_argument("--manual-queue", default=None, metavar="DIR",
+                   help="--ros: the manual VLM endpoint's queue folder (the role nodes' VLM config names it as "
+                        "queue): its requests are listed and answered on the page (in-process the console finds "
+                        "the episode's queue itself)")
     p.add_argument("--profile", default=None,
                    help="--ros: the robot profile the page describes (fake, xarm6, libero_panda; the Controller "
                         "validates with its own)")
@@ -86,6 +90,9 @@ def _main(a) -> int:
     from ..errors import ConfigError
     if a.ros == bool(a.robot):
         raise ConfigError("console: give either --robot fake|xarm6 (in-process) or --ros (attach to ROS 2)")
+    if a.manual_queue and not a.ros:
+        raise ConfigError("--manual-queue: only with --ros (in-process the console lists the episode's own queue, "
+                          "RUN_DIR/queue/)")
     if a.ros:
         if a.profile:                           # a bad profile is said here, not by the node later
             from ..profile import load_profile
@@ -97,7 +104,7 @@ def _main(a) -> int:
             import os
             os.environ["ROS_DOMAIN_ID"] = str(a.domain_id)
         from ..ros.console_node import run_console_node
-        return run_console_node(a.host, a.port, a.token, a.profile)
+        return run_console_node(a.host, a.port, a.token, a.profile, manual_queue=a.manual_queue)
     from ..episode.config import EpisodeConfig
     from ..webserver import listen_for
     from .session import EpisodeHost

@@ -53,7 +53,7 @@ class ManualQueue:
         self.root: Path | None = None
         self.note = NOT_USED
         self._budgets: dict[str, dict] = {}       # key -> the request's budget (read once)
-        self._listed: tuple = ()                  # the keys listed at the last push
+        self._listed: tuple = ()                  # (the keys listed, the note) at the last push
         self._pushed = 0.0
         self._snap: dict = self._empty()
         self._stop = threading.Event()
@@ -98,7 +98,9 @@ class ManualQueue:
             root, note = self.root, self.note
         now = self.clock()
         items = []
-        if root is not None:
+        if root is not None and not root.is_dir():
+            note = note or f"the queue folder {root} does not exist here (yet): its requests appear once it does"
+        elif root is not None:
             for e in api.waiting(root):
                 key = self._key(root, e.get("path", ""))
                 if key is None:
@@ -110,9 +112,9 @@ class ManualQueue:
             if root != self.root:                 # watch() changed it meanwhile: its own poll pushes
                 return snap
             self._snap = snap
-            changed = force or keys != self._listed or (items and now - self._pushed >= self.refresh_s)
+            changed = force or (keys, note) != self._listed or (items and now - self._pushed >= self.refresh_s)
             if changed:
-                self._listed, self._pushed = keys, now
+                self._listed, self._pushed = (keys, note), now
                 for k in [k for k in self._budgets if k not in keys]:
                     del self._budgets[k]
         if changed:

@@ -15,7 +15,7 @@ and every robot action is a message on the contract:
 Every operator action is recorded on ``events`` (the recorder keeps it in the MCAP). Only
 this module and the other ``motormind/ros`` modules import rclpy.
 
-    run_console_node(host, port, token)     # motormind console --ros
+    run_console_node(host, port, token, manual_queue=DIR)     # motormind console --ros [--manual-queue DIR]
     python -m motormind.ros console --ros-args ...   # motormind launch ... console:=true
 """
 from __future__ import annotations
@@ -43,6 +43,9 @@ _FROM_TOPICS = {"plan", "memory", "pause", "resume", "episode_start", "episode_e
 _EPISODE_KINDS = {"plan", "replan", "batch", "review", "review_decision", "command_start", "command_end", "report",
                   "verdict"}
 _MAX_KEPT = 256
+# the page, when the episode's VLM is the manual endpoint and no queue folder was named
+UNREACHABLE = ("its queue folder is not reachable from this console: name it (motormind console --ros --manual-queue "
+               "DIR, or console_manual_queue:=DIR), the folder the role nodes' VLM config names as queue")
 
 
 def _bounded(d: dict, n: int = _MAX_KEPT) -> None:
@@ -453,6 +456,7 @@ class ConsoleNode(MotorMindNode):
                          ("estop", rt.on_estop), ("pause", rt.on_pause), ("console/request", rt.on_request),
                          ("eef_pose", self._on_pose), ("state", self._on_joints)):
             self.listen(name, fn)
+        rt.manual.watch(str(cs.manual_queue) or None, "" if cs.manual_queue else UNREACHABLE)
         self.create_timer(0.5, self._discover)
         self.create_timer(0.2, rt.tick)
         print(f"console: {self.server.url}  token: {self.server.token}", flush=True)
@@ -539,6 +543,7 @@ class ConsoleNode(MotorMindNode):
     def close(self) -> None:
         self.closing = True
         self.runtime.desk.close("the console is stopping")
+        self.runtime.manual.close()
         server = getattr(self, "server", None)
         if server is not None:
             server.close()
@@ -546,12 +551,15 @@ class ConsoleNode(MotorMindNode):
 
 
 def run_console_node(host: str = "127.0.0.1", port: int = 8765, token: str | None = None, profile: str | None = None,
-                     argv=None) -> int:
+                     argv=None, manual_queue: str | None = None) -> int:
     """Serve the console as a node of the MotorMind graph until SIGINT/SIGTERM. Prints
-    ``console: http://HOST:PORT/  token: TOKEN`` at start. ``host``, ``port``, ``token`` and
-    ``profile`` override the configuration file's (``config:=`` in ``argv``, else the packaged one).
-    Exit code 2: it could not start (a port in use, a bad configuration)."""
+    ``console: http://HOST:PORT/  token: TOKEN`` at start. ``host``, ``port``, ``token``,
+    ``profile`` and ``manual_queue`` (the manual VLM endpoint's queue folder) override the
+    configuration file's (``config:=`` in ``argv``, else the packaged one). Exit code 2: it could
+    not start (a port in use, a bad configuration)."""
     overrides = {"console": {"host": host, "port": int(port), "token": token or ""}}
+    if manual_queue:
+        overrides["console"]["manual_queue"] = str(manual_queue)
     if profile:
         overrides["profile"] = profile
     return spin(lambda: ConsoleNode(overrides), argv)

@@ -112,6 +112,8 @@ SHARED_ARGS = [
     Arg("console_host", "127.0.0.1", "with console:=true, the address the page is served on"),
     Arg("console_port", "8765", "with console:=true, the port (0: any free one)", int),
     Arg("console_token", "", "with console:=true, the control token (empty: a random one, printed at start)"),
+    Arg("console_manual_queue", "", "with console:=true, the manual VLM endpoint's queue folder (vlm:=manual): "
+        "its requests are listed and answered on the page"),
 ]
 ARGS = {
     "sim": [Arg("suite", "libero_spatial", "LIBERO-PRO suite"), Arg("task", "0", "task index", int),
@@ -311,7 +313,8 @@ def overrides_for(setup: str, a: dict) -> dict:
     if a["record"]:
         out["recorder"] = {"path": str(Path(a["record"]).absolute())}
     if a["console"]:
-        out["console"] = {"host": a["console_host"], "port": a["console_port"], "token": a["console_token"]}
+        out["console"] = {"host": a["console_host"], "port": a["console_port"], "token": a["console_token"],
+                          "manual_queue": a["console_manual_queue"]}
     return out
 
 

@@ -75,6 +75,7 @@ class ConsoleSettings:
     frame_hz: float = field(default=5.0, metadata={"ge": 0})              # camera frames shown per second at most
     stale_batch_s: float = field(default=120.0, metadata={"gt": 0})       # a silent batch no longer blocks a jog
     hold_s: float = field(default=2.0, metadata={"ge": 0})                # a new task's events wait for its start
+    manual_queue: str = ""                 # the manual VLM endpoint's queue folder, if reachable here (docs/console.md)
 
 
 def _robot(value, source: str, where: str):

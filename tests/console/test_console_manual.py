@@ -4,6 +4,7 @@ and answered over HTTP by the operator in control, for any role. The answer goes
 folder and takes the path any model's answer takes."""
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from console_client import ConsoleClient
@@ -237,3 +238,67 @@ def test_page_shows_a_waiting_request_and_answering_it_there_brings_the_next(tmp
         host.close()
     plans = [e for f in (tmp_path / "runs").rglob("events.jsonl") for e in written_events(f, "plan")]
     assert [p["subgoals"][0]["id"] for p in plans] == ["s1"]
+
+
+# -- over ROS 2: motormind console --ros --manual-queue DIR ------------------------------------------
+def _ros_console(tmp_path, *extra):
+    import re
+    import subprocess
+    import sys
+    import time
+    from rostest_util import free_domain
+    log = tmp_path / f"console{len(extra)}.log"
+    out = open(log, "w")
+    cli = str(Path(sys.executable).with_name("motormind"))             # the installed command
+    proc = subprocess.Popen([cli, "console", "--ros", "--port", "0", "--token", TOKEN,
+                             "--profile", "fake", "--domain-id", str(free_domain("manual")), *extra],
+                            stdout=out, stderr=subprocess.STDOUT, env={**__import__("os").environ,
+                                                                      "ROS_HOME": str(tmp_path / "ros")})
+    t_end = time.monotonic() + 60
+    while not (m := re.search(r"console: (http://\S+/)  token: ", log.read_text())):
+        assert time.monotonic() < t_end and proc.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.1)
+    return proc, ConsoleClient(m.group(1), TOKEN)
+
+
+def test_over_ros_the_named_queue_is_listed_and_answered_and_without_one_the_page_says_so(tmp_path):
+    pytest.importorskip("rclpy")
+    from motormind.brains.base import BrainRequest
+    from motormind.schemas import PLANNER
+    queue = tmp_path / "q"
+    brain = manual.ManualBrain(queue)
+    got = []
+    asked = threading.Thread(target=lambda: got.append(brain.respond_with(
+        BrainRequest("planner", "planner", "You are the Planner.", "plan it", PLANNER), {"timeout_s": 60})))
+    proc, client = _ros_console(tmp_path, "--manual-queue", str(queue))
+    try:
+        asked.start()
+        item = wait_for(lambda: (client.state().get("manual") or {}).get("waiting"), what="the request over ROS")[0]
+        assert item["role"] == "planner" and client.state()["transport"] == "ros2"
+        code, out = client.act("manual_answer", {"id": item["id"], "answer": PLAN})
+        assert code == 200, out
+        asked.join(10)
+        assert json.loads(got[0].text) == PLAN and got[0].brain == "manual"
+    finally:
+        brain.close()
+        proc.terminate()
+        proc.wait(30)
+    proc, client = _ros_console(tmp_path)                 # no queue named: the page says why it lists nothing
+    try:
+        m = client.state()["manual"]
+        assert m["queue"] is None and "not reachable from this console" in m["note"] and "--manual-queue" in m["note"]
+        code, out = client.act("manual_open", {"id": "0001-planner"})
+        assert code == 404 and "no manual VLM queue" in out["error"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_the_launch_argument_and_the_console_option_name_the_queue(tmp_path, capsys):
+    from motormind.ros import graph
+    _, cfg = graph.nodes("sim", {"console": "true", "console_manual_queue": str(tmp_path / "q")})
+    assert cfg.console.manual_queue == str(tmp_path / "q")
+    assert graph.nodes("sim", {"console": "true"})[1].console.manual_queue == ""
+    from motormind.cli import main
+    assert main(["console", "--robot", "fake", "--manual-queue", str(tmp_path / "q")]) != 0
+    assert "--manual-queue: only with --ros" in capsys.readouterr().err
