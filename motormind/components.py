@@ -14,7 +14,13 @@ returns what should happen next.
                         report needs the Verifier; escalates after repeated failures
     VerifierComponent   verifies the claim in a report (or accepts it, the no-verifier ablation)
     MonitorComponent    turns the Controller's action-boundary events into Monitor checks
-    Context             the prompt context every role shares (robot profile, instruction, memory)
+    Context             the prompt context every role shares (robot profile, instruction, memory, and
+                        the measurements of the roles' points: ``grounding.points.Grounding``)
+
+Any role may point (``points``) or ask for a closer view (``regions``); the Executor's answer that does
+only that is a look (no control step, no batch: it is asked again at once, at most
+``EpisodeConfig.max_looks`` times before each batch). The Executor and the Verifier may ask for a new
+plan (``replan``): it ends the plan and reaches the Planner like a rejected verdict, with the reason.
 
 Messages (JSON on every transport, each with ``schema_version``): ``PlanDecision.to_json()`` is the
 ``plan`` message, ``Escalation.to_json()`` the ``escalation`` message, a batch dict the
@@ -28,8 +34,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from . import SCHEMA_VERSION
+from .commands import BATCH_FIELDS
 from .episode.book import unfit_reason
 from .episode.config import EpisodeConfig
+from .grounding.points import Grounding, replan_of
 from .results import Status
 from .roles.base import quote_id, quote_text
 from .roles.planner import Subgoal
@@ -69,14 +77,19 @@ def subgoals_from_json(items) -> list[Subgoal]:
 
 def verdict_from_json(d: dict) -> Verdict:
     return Verdict(d.get("subgoal_id", ""), bool(d.get("achieved")), d.get("evidence", ""), d.get("brain", ""),
-                   bool(d.get("failed_safe", False)))
+                   bool(d.get("failed_safe", False)), bool(d.get("replan", False)))
+
+
+# Why a role node cannot measure: its frames arrive on image topics, without depth or calibrations.
+NO_POINTING_OVER_ROS = ("the ROS 2 role nodes receive colour frames only, without depth images or camera "
+                        "calibrations: pointing works in the in-process runner")
 
 
 class Context:
     """What every role's prompt is rendered from: the robot profile, the instruction, memory."""
 
     def __init__(self, profile, instruction: str, memory_text: Callable[[], str] | None = None,
-                 camera_names=None):
+                 camera_names=None, grounding: Grounding | None = None):
         self.profile = profile
         self.instruction = instruction
         self.memory_text = memory_text or (lambda: "(memory disabled)")
@@ -84,6 +97,14 @@ class Context:
         # the numbers every prompt states (roles/facts.py): the runner gives the backend's calibrations,
         # scene facts, the frames' marks and the budget; by default the profile's facts alone
         self.facts = PromptFacts(profile, camera_names)
+        # the roles' points and regions (the runner's resolves them; without one every point is refused)
+        self.grounding = grounding or Grounding(profile.directions, unavailable="no depth images reach this role")
+
+    def grounded(self, role: str, values: dict, state: dict, images: dict, **kw) -> tuple[dict, dict]:
+        """``values`` with the role's ``pointing`` and ``measurements`` text, and ``images`` with the
+        regions asked for since the last prompt (each shown once)."""
+        g, crops = self.grounding.prompt(role, state, **kw)
+        return {**values, **g}, {**(images or {}), **crops}
 
     def base(self, state: dict, plan: list[Subgoal]) -> dict:
         p = self.profile
@@ -97,6 +118,8 @@ class Context:
             "plan": json.dumps([asdict(s) for s in plan]),
             "cameras": describe_views(p.cameras, p.directions, self.camera_names),
             **self.facts.values(),          # setup, look, budget
+            # the role's answer fields and measurements: ``grounded`` fills them for its role
+            "pointing": "(none offered)", "measurements": "none yet",
         }
 
 
@@ -137,15 +160,16 @@ class Escalation:
     exhausted: bool = False           # every subgoal of the plan was verified
     plan_id: int = 0
     subgoal_id: str = ""
+    requested: bool = False           # the Executor asked for a new plan (its ``replan`` answer)
 
     def to_json(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, "reason": self.reason, "exhausted": self.exhausted,
-                "plan_id": self.plan_id, "subgoal_id": self.subgoal_id}
+                "plan_id": self.plan_id, "subgoal_id": self.subgoal_id, "requested": self.requested}
 
     @classmethod
     def from_json(cls, d: dict) -> "Escalation":
         return cls(d.get("reason", ""), bool(d.get("exhausted", False)), int(d.get("plan_id", 0)),
-                   d.get("subgoal_id", ""))
+                   d.get("subgoal_id", ""), bool(d.get("requested", False)))
 
 
 Observe = Callable[[str], tuple]      # label -> (state dict, images): a fresh look, taken only when needed
@@ -172,7 +196,10 @@ class PlannerComponent:
         if not self.cfg.planner:
             # ablation: no planner -- the whole instruction is the one subgoal
             return [Subgoal("s1", self.ctx.instruction, "the instruction is fulfilled")], "", False, ""
-        plan, res = self.planner.plan(self.ctx.base(state, self.plan), images, reason)
+        values, images = self.ctx.grounded("planner", self.ctx.base(state, self.plan), state, images)
+        plan, res = self.planner.plan(values, images, reason)
+        if res.value is not None:
+            self.ctx.grounding.take("planner", res.value)
         if plan is not None:
             self.emit("plan", subgoals=[asdict(s) for s in plan], replan_reason=reason, brain=res.brain,
                       privileged=res.privileged, plan_id=self.plan_id + 1, replans=self.replans)
@@ -207,6 +234,8 @@ class PlannerComponent:
         """The replan reason a verdict gives (None: achieved, or about a subgoal of another plan)."""
         if verdict.achieved or verdict.subgoal_id not in {s.id for s in self.plan}:
             return None
+        if verdict.replan:
+            return f"the verifier asks for a new plan (on {verdict.subgoal_id}): {verdict.evidence}"
         return f"the verifier rejected the claim on {verdict.subgoal_id}: {verdict.evidence}"
 
     def on_verdict(self, verdict: Verdict, observe: Observe) -> PlanDecision | None:
@@ -282,26 +311,56 @@ class ExecutorComponent:
         elif decision.kind == "keep":
             self.fails = 0
 
-    def _escalation(self, reason: str, exhausted: bool = False) -> Escalation:
+    def _escalation(self, reason: str, exhausted: bool = False, requested: bool = False) -> Escalation:
         sg = self.subgoal
-        return Escalation(reason, exhausted, self.plan_id, sg.id if sg else "")
+        return Escalation(reason, exhausted, self.plan_id, sg.id if sg else "", requested)
+
+    def _unusable(self, res, error: str, ctx: dict) -> Proposal:
+        self.fails += 1
+        self.progress(f"{self.subgoal.id} executor answer unusable: {error[:80]}")
+        esc = None
+        if self.fails >= self.cfg.max_failures_per_subgoal:
+            esc = self._escalation(f"the executor failed to give a usable batch {self.fails} times ({error})")
+        return Proposal(None, esc, res.brain, res.privileged, error, ctx)
 
     def propose(self, state: dict, images: dict, batch_id: str) -> Proposal:
-        sg = self.subgoal
-        ctx = {**self.ctx.base(state, self.plan), "subgoal_id": sg.id, "subgoal": sg.description,
-               "criterion": sg.success_criterion, "last_report": brief_report(self.last_report),
-               "last_verdict": json.dumps(self.last_verdict.to_json()) if self.last_verdict else "none",
-               "batch_id": batch_id}
-        res = self.executor.propose(ctx, images)
-        if res.value is None:
-            self.fails += 1
-            self.progress(f"{sg.id} executor answer unusable: {res.error[:80]}")
-            esc = None
-            if self.fails >= self.cfg.max_failures_per_subgoal:
-                esc = self._escalation(f"the executor failed to give a usable batch {self.fails} times ({res.error})")
-            return Proposal(None, esc, res.brain, res.privileged, res.error, ctx)
-        batch = {**res.value, "batch_id": batch_id, "subgoal_id": sg.id}
-        return Proposal(batch, None, res.brain, res.privileged, "", ctx)
+        """The Executor's next batch. Its looks (points or regions and no commands) are answered here at
+        once, with no control step and no batch, up to ``cfg.max_looks`` before each batch; a look past
+        that is an unusable answer (recorded ``look_refused``). Its replan request is an escalation."""
+        sg, g = self.subgoal, self.ctx.grounding
+        limit, looks = self.cfg.max_looks, 0
+        while True:
+            ctx = {**self.ctx.base(state, self.plan), "subgoal_id": sg.id, "subgoal": sg.description,
+                   "criterion": sg.success_criterion, "last_report": brief_report(self.last_report),
+                   "last_verdict": json.dumps(self.last_verdict.to_json()) if self.last_verdict else "none",
+                   "batch_id": batch_id}
+            ctx, shown = self.ctx.grounded("executor", ctx, state, images, looks_left=max(0, limit - looks))
+            res = self.executor.propose(ctx, shown)
+            if res.value is None:
+                return self._unusable(res, res.error, ctx)
+            answer = res.value
+            why = replan_of(answer)
+            if why is not None:
+                g.record("replan_request", role="executor", reason=why, subgoal_id=sg.id, plan_id=self.plan_id,
+                         batch_id=batch_id)
+                self.progress(f"{sg.id} the executor asks for a new plan: {why[:100]}")
+                return Proposal(None, self._escalation(f"the executor asks for a new plan (on {sg.id}): {why}",
+                                                       requested=True), res.brain, res.privileged, "", ctx)
+            if "commands" not in answer and looks >= limit:
+                err = (f"look limit: {limit} look(s) before batch {batch_id} already; answer with commands "
+                       "(or a replan request)")
+                g.record("look_refused", batch_id=batch_id, subgoal_id=sg.id, looks=looks, max_looks=limit, reason=err)
+                return self._unusable(res, err, ctx)
+            measured, regions = g.take("executor", answer)
+            if "commands" in answer:
+                batch = {k: v for k, v in answer.items() if k in BATCH_FIELDS}
+                return Proposal({**batch, "batch_id": batch_id, "subgoal_id": sg.id}, None, res.brain,
+                                res.privileged, "", ctx)
+            looks += 1
+            g.record("look", batch_id=batch_id, subgoal_id=sg.id, look=looks, max_looks=limit,
+                     points=len(measured), resolved=sum(1 for m in measured if m.ok), regions=len(regions))
+            self.progress(f"{sg.id} look {looks}/{limit} before {batch_id}: {len(measured)} point(s), "
+                          f"{len(regions)} region(s)")
 
     @staticmethod
     def wants_verdict(report: dict) -> bool:
@@ -348,7 +407,14 @@ class VerifierComponent:
                "criterion": subgoal.success_criterion, "last_report": brief_report(report),
                "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
                "batch_id": report.get("batch_id", "")}
-        return self.verifier.verify(ctx, images)
+        ctx, images = self.ctx.grounded("verifier", ctx, state, images)
+        verdict, answer = self.verifier.verify(ctx, images, with_answer=True)
+        if answer is not None:
+            self.ctx.grounding.take("verifier", answer)
+            if verdict.replan:
+                self.ctx.grounding.record("replan_request", role="verifier", reason=verdict.evidence,
+                                          subgoal_id=subgoal.id, batch_id=report.get("batch_id", ""))
+        return verdict
 
 
 class MonitorComponent:

@@ -3,9 +3,12 @@
 The same schemas go to servers that support structured output (``response_format``); every
 answer, from any brain, is checked here before anything acts on it. The validator covers the
 JSON-Schema subset the schemas use: type, properties, required, additionalProperties, enum,
-items, minItems, maxItems, minimum, maximum, maxLength, pattern (anchored at both ends,
+items, minItems, maxItems, minimum, maximum, minLength, maxLength, pattern (anchored at both ends,
 ``^...$``, matched against the whole string) and anyOf (a command's forms: vocabulary.command_schema,
-the same table the Controller's parser reads). Every id a model writes is ``commands.ID_PATTERN``.
+the same table the Controller's parser reads; an answer's forms, each with a ``title``: the Executor's
+batch, look or replan request, the Verifier's verdict or replan request). Every id a model writes is
+``commands.ID_PATTERN``. The answer fields for pointing, regions and replan requests are defined once in
+``grounding/points.py`` (``FIELDS``).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any
 from . import SCHEMA_VERSION
 from .commands import ID_MAX_CHARS, ID_PATTERN, ID_RULE, RATIONALE_MAX_CHARS
 from .errors import ResponseError
+from .grounding.points import answer_forms, fields_for
 from .strict_json import finite_number, show
 from .vocabulary import command_schema
 
@@ -33,32 +37,39 @@ PLANNER = {
             "properties": {"id": _ID,
                            "description": {"type": "string", "maxLength": 500},
                            "success_criterion": {"type": "string", "maxLength": 500}}}},
+        **fields_for("planner"),
     },
 }
 
 _COMMAND = command_schema()       # from the vocabulary (motormind/commands.py); the Controller checks the rest
 
+# The Executor answers with one of (``anyOf``, each form titled): a batch (commands: what the Controller
+# runs, ``commands.BATCH_FIELDS``; points and regions beside them are resolved before it runs), a look
+# (points and/or regions, no commands: no control step, no batch; it is asked again at once), or a replan
+# request (``replan`` alone: ``grounding.points.check_answer``).
 EXECUTOR = {
     "type": "object", "additionalProperties": False,
-    "required": ["commands"],
     "properties": {
         "schema_version": {"type": "integer", "enum": [SCHEMA_VERSION]}, "source": _SRC,
         "batch_id": _ID,
         "subgoal_id": _ID,
         "rationale": {"type": "string", "maxLength": RATIONALE_MAX_CHARS},
         "commands": {"type": "array", "minItems": 1, "items": _COMMAND},
+        **fields_for("executor"),
     },
+    "anyOf": answer_forms("executor"),
 }
 
 VERIFIER = {
     "type": "object", "additionalProperties": False,
-    "required": ["achieved", "evidence"],
     "properties": {
         "schema_version": {"type": "integer"}, "source": _SRC,
         "achieved": {"type": "boolean"},
         "evidence": {"type": "string", "maxLength": 2000},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        **fields_for("verifier"),
     },
+    "anyOf": answer_forms("verifier"),
 }
 
 MONITOR = {
@@ -124,7 +135,8 @@ def _matches(pattern: str, value: str) -> bool:
 
 def _any_of(value: Any, forms: list, path: str) -> None:
     """``anyOf``: the value matches one of ``forms``; else the reasons of the forms of its op (a command
-    of a known op is told what that op's forms want), or what ops there are."""
+    of a known op is told what that op's forms want), or of the titled forms whose required fields it
+    holds (an answer's forms), or what ops or forms there are."""
     why = []
     for form in forms:
         try:
@@ -134,13 +146,30 @@ def _any_of(value: Any, forms: list, path: str) -> None:
             op = form.get("properties", {}).get("op", {}).get("enum")
             if isinstance(value, dict) and op is not None and value.get("op") in op:
                 why.append(str(e))
+            elif isinstance(value, dict) and "title" in form and all(k in value for k in form.get("required", [])):
+                why.append(f"as a {form['title']}: {e}")
+    if not why and isinstance(value, dict):     # an answer begun in one form: what that form still wants
+        for form in forms:
+            if "title" in form and any(k in value for k in form.get("required", [])):
+                try:
+                    validate(value, form, path)
+                except ResponseError as e:
+                    why.append(f"as a {form['title']}: {e}")
     if why:
-        raise ResponseError(why[0] if len(why) == 1 else f"{path}: matches no form of its op: " + "; or ".join(why))
+        why = list(dict.fromkeys(why))
+        titled_only = all("title" in f for f in forms)
+        raise ResponseError(why[0] if len(why) == 1 else f"{path}: matches no form{'' if titled_only else ' of its op'}: " + "; or ".join(why))
     ops = [o for f in forms for o in f.get("properties", {}).get("op", {}).get("enum", [])]
     if ops:
         got = value.get("op") if isinstance(value, dict) else value
         raise ResponseError(f"{path}: must be an object whose op is one of {sorted(set(ops), key=ops.index)}, "
                             f"got {show(got)}")
+    titled = [f for f in forms if "title" in f]
+    if titled:
+        if not isinstance(value, dict):
+            raise ResponseError(f"{path}: must be an object, got {type(value).__name__}")
+        kinds = "; or ".join(f"{' and '.join(f['required'])} (a {f['title']})" for f in titled)
+        raise ResponseError(f"{path}: missing (required): {kinds}")
     raise ResponseError(f"{path}: matches none of {len(forms)} allowed forms")
 
 
@@ -159,6 +188,8 @@ def validate(value: Any, schema: dict, path: str = "$") -> None:
         raise ResponseError(f"{path}: must be {t}, got {type(value).__name__}")
     if "enum" in schema and not any(type(value) is type(e) and value == e for e in schema["enum"]):
         raise ResponseError(f"{path}: must be one of {schema['enum']}, got {show(value)}")
+    if isinstance(value, str) and "minLength" in schema and len(value) < schema["minLength"]:
+        raise ResponseError(f"{path}: must hold at least {schema['minLength']} character(s)")
     if isinstance(value, str) and "maxLength" in schema and len(value) > schema["maxLength"]:
         raise ResponseError(f"{path}: {len(value)} characters exceed the limit of {schema['maxLength']}")
     if isinstance(value, str) and "pattern" in schema and not _matches(schema["pattern"], value):

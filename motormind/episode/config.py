@@ -19,6 +19,7 @@ class EpisodeConfig:
     max_batches: int = field(default=60, metadata={"ge": 1})          # batches proposed
     max_replans: int = field(default=6, metadata={"ge": 0})
     max_failures_per_subgoal: int = field(default=3, metadata={"ge": 1})   # failed batches on one subgoal before a replan
+    max_looks: int = field(default=3, metadata={"ge": 0})  # the Executor's looks (points, regions, no commands) before each batch
     images: bool = True                 # render camera images for the roles
     replan: bool = True                 # ablations (docs/evaluation.md)
     planner: bool = True

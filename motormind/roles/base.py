@@ -64,7 +64,8 @@ def quote_id(value: Any) -> str:
 # How each placeholder's value reaches a prompt (``render``), default-deny:
 #   PROMPT_TEXT  text the stack composes from the robot profile, its config and its own code, passed as
 #                is (control characters but newline and tab escaped). ``last_report`` is
-#                ``components.brief_report``'s and ``replan`` ``Planner.plan``'s: both quote what they echo.
+#                ``components.brief_report``'s, ``replan`` ``Planner.plan``'s and ``measurements``
+#                ``grounding.points.Grounding``'s: they quote what they echo (a point's label, a camera).
 #   JSON_TEXT    JSON the stack wrote (``json.dumps``: every string in it quoted); one that is not JSON
 #                is quoted as data.
 #   IDS          an id, bare when it matches ``commands.ID_PATTERN``, quoted otherwise.
@@ -72,7 +73,7 @@ def quote_id(value: Any) -> str:
 #   quotes an answer): one JSON string (``quote_text``).
 PROMPT_TEXT = frozenset({"schema", "vocabulary", "robot_description", "directions", "axes", "rotation_frame",
                          "cameras", "image_names", "what", "question", "options", "letters", "skill", "colour",
-                         "setup", "look", "budget", "last_report", "replan"})
+                         "setup", "look", "budget", "last_report", "replan", "pointing", "measurements"})
 # ``setup``, ``look`` and ``budget`` are ``roles.facts.PromptFacts``'s (numbers the stack states); a caller
 # that renders a role without them gets these words instead of an unfilled placeholder
 FACT_DEFAULTS = {"setup": "(the robot's facts are not given)", "look": "(not given)", "budget": "Budget: not known."}

@@ -10,13 +10,15 @@ from __future__ import annotations
 import time
 
 from .. import SCHEMA_VERSION
-from ..components import (Context, Escalation, ExecutorComponent, MemoryView, MonitorComponent, PlanDecision,
-                          PlannerComponent, VerifierComponent, operator_rejection, review_batch, verdict_from_json)
+from ..components import (NO_POINTING_OVER_ROS, Context, Escalation, ExecutorComponent, MemoryView, MonitorComponent,
+                          PlanDecision, PlannerComponent, VerifierComponent, operator_rejection, review_batch,
+                          verdict_from_json)
 from ..console.brain import OperatorBrain
 from ..console.desk import TAKEOVER_ROLES
 from ..controller import CancelToken
 from ..episode.book import unfit_reason
 from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks
+from ..grounding.points import Grounding
 from ..roles.executor import Executor
 from ..roles.facts import BudgetCounter, PromptFacts
 from ..roles.memory import Memory
@@ -84,7 +86,9 @@ class RoleNode(MotorMindNode):
         if not instr or instr == self.instruction:
             return
         self.instruction = instr
-        self.prompt_ctx = Context(self.profile, instr, self.memory_view.text)
+        # no depth or calibrations on the image topics: every point and region is refused with the reason
+        self.prompt_ctx = Context(self.profile, instr, self.memory_view.text, grounding=Grounding(
+            self.profile.directions, record=self.record, unavailable=NO_POINTING_OVER_ROS, max_looks=self.cfg.max_looks))
         # the facts a node has (roles/facts.py): the profile's and the budget; its frames come from image
         # topics without calibrations, so no camera numbers, grip pixels or table height are stated here
         self.budget.start()

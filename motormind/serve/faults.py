@@ -166,7 +166,8 @@ class FaultPlan:
             return ("Sure! I would move the gripper a little to the left and then close it, "
                     "that should do it."), "prose with no JSON object in it"
         if fault == "missing_field":
-            req = ROLE_SCHEMAS[role]["required"][0]
+            schema = ROLE_SCHEMAS[role]     # an answer of several forms (anyOf): the first form's field
+            req = (schema.get("required") or schema["anyOf"][0]["required"])[0]
             obj.pop(req, None)
             return json.dumps(obj), f"required field {req!r} removed"
         if fault == "bad_magnitude":

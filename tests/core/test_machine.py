@@ -165,3 +165,23 @@ def test_the_in_process_runner_ends_a_budget_exhausted_fault_as_step_budget(tmp_
     assert "budget_exhausted: step budget used up" in res.reason and res.batches == 1
     assert res.to_json()["fault_kind"] == "budget_exhausted"
 
+
+
+def test_an_executors_replan_request_escalates_with_its_reason_and_is_not_a_failure():
+    """Issue 33 item 7: the Executor's ``replan`` answer ends the plan (an Escalate for the Planner),
+    with its reason; it is no failed batch and runs nothing."""
+    cfg = EpisodeConfig(max_batches=10)
+    why = "the hand (200 mm) cannot pass the top handle to reach the middle one"
+    ex = ExecutorComponent(Executor(ScriptedBrain({"executor": [{"replan": {"reason": why}}, BATCH]})), cfg,
+                           Context(load_profile("fake"), "t"))
+    m = EpisodeMachine(cfg, ex, Hooks(evaluate=lambda: (False, 0), look=lambda label: (STATE, {})))
+    m.start()
+    (esc,) = m.plan(plan(1, 1))
+    assert isinstance(esc, Escalate) and m.phase is Phase.AWAIT_PLAN
+    e = esc.escalation
+    assert e.requested and e.plan_id == 1 and e.subgoal_id == "s1" and not e.exhausted
+    assert e.reason == f"the executor asks for a new plan (on s1): {why}"
+    assert Escalation.from_json(e.to_json()) == e                     # the wire form (ROS 2) keeps it
+    assert ex.fails == 0
+    a = m.plan(plan(2, 2))                                            # the Planner's new plan: the next batch
+    assert kinds(a) == ["Execute"] and a[0].batch["subgoal_id"] == "s1"

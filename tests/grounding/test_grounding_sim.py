@@ -131,6 +131,47 @@ def test_libero_depth_unprojects_an_objects_centre_onto_its_visible_surface(libe
     assert checked >= 2
 
 
+def test_libero_a_point_at_an_objects_projected_centre_resolves_onto_its_surface(libero):
+    """Issue 34 item 4: a Qwen3-VL-style point (0-1000) at a bowl's projected centre, through the
+    episode's Grounding (the look's depth, the calibration at the frame's size), lands within 10 mm of
+    the surface point MuJoCo's ray finds; a region of it is cut from a larger render."""
+    import mujoco
+
+    from motormind.grounding.pixels import PixelConvention
+    from motormind.grounding.points import Grounding
+    libero.reset(0)
+    g = Grounding(libero.profile.directions, lambda role, cam, w, h: PixelConvention("norm1000", 1000, 1000),
+                  render=libero.render)
+    g.see("b1 s1", libero.observe(images=True, depth=True), libero.cameras())
+    sim = libero._env.env.sim
+    m, d = sim.model._model, sim.data._data
+    cal = libero.cameras()["agentview"]
+    _, cam_pos, cam_mat, fovy = _truth(libero, "agentview")
+    checked = 0
+    for name in ("akita_black_bowl_1", "plate_1", "cookie_box_1"):
+        if name not in libero._env.env.obj_body_id:
+            continue
+        bid = libero._env.env.obj_body_id[name]
+        u, v, _ = cal.project_point(libero.to_base_pos(d.xpos[bid]))
+        x, y = (u + 0.5) / IMAGE_SIZE * 1000.0, (v + 0.5) / IMAGE_SIZE * 1000.0
+        [meas], _ = g.take("executor", {"points": [{"camera": "agentview", "pixel": [x, y], "label": name}]})
+        assert meas.ok, meas.reason
+        f = (IMAGE_SIZE / 2.0) / math.tan(math.radians(fovy) / 2.0)
+        ray_cam = np.array([(u + 0.5 - IMAGE_SIZE / 2) / f, -(v + 0.5 - IMAGE_SIZE / 2) / f, -1.0])
+        vec = cam_mat.reshape(3, 3) @ ray_cam
+        vec /= np.linalg.norm(vec)
+        geom = np.array([-1], dtype=np.int32)
+        dist = mujoco.mj_ray(m, d, cam_pos, vec, np.array([0, 1, 0, 0, 0, 0], dtype=np.uint8), 1, -1, geom)
+        assert dist > 0 and int(m.geom_bodyid[geom[0]]) in _subtree(m, bid), (name, geom)
+        got = libero.to_world_pos(np.asarray(meas.pos_m))
+        assert np.linalg.norm(got - (cam_pos + dist * vec)) < 0.010, (name, got)
+        assert "from the grip point" in meas.text(directions=libero.profile.directions)
+        checked += 1
+    assert checked >= 2
+    _, [shot] = g.take("executor", {"regions": [{"camera": "agentview", "box": [400, 400, 600, 600]}]})
+    assert shot.image is not None and shot.rendered_px > IMAGE_SIZE and min(shot.image.shape[:2]) > 0.2 * IMAGE_SIZE
+
+
 def _subtree(m, root: int) -> set:
     out = {root}
     for b in range(m.nbody):
