@@ -192,6 +192,14 @@ def test_without_a_queue_the_console_says_so(tmp_path):
     with pytest.raises(QueueError, match="no manual VLM queue") as e:
         mq.open("0001-planner")
     assert e.value.status == 404
+    pushed = []
+    mq = ManualQueue(pushed.append, poll_s=3600)             # polled by hand here
+    mq.watch(tmp_path / "later")
+    assert "does not exist here (yet)" in mq.snapshot()["note"]
+    (tmp_path / "later").mkdir()
+    mq.poll()
+    assert mq.snapshot()["note"] == "" and pushed[-1]["note"] == ""    # said once it is there
+    mq.close()
 
 
 # -- the page ---------------------------------------------------------------------------------------

@@ -230,7 +230,7 @@ function renderManual(s, canAct) {
   if (!used) return;
   const items = m.waiting || [];
   $("manual-note").textContent = !m.queue ? `this episode's VLM is answered by hand, but ${m.note || "its queue is not watched here"}`
-    : (items.length ? "" : `nothing waiting (queue ${m.queue})`) + (canAct ? "" : " · read-only: take control to answer");
+    : (m.note || (items.length ? "" : `nothing waiting (queue ${m.queue})`)) + (canAct ? "" : " · read-only: take control to answer");
   const box = $("manual-list");                    // rows kept by id (a click never meets a row being replaced)
   const keep = new Set(items.map((i) => i.id));
   for (const row of [...box.querySelectorAll("tr")]) if (!keep.has(row.dataset.id)) row.remove();
