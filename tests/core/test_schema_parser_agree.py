@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from motormind.commands import BATCH_FIELDS
 from motormind.components import Context
+from motormind.errors import ResponseError
+from motormind.grounding.points import check_answer, prompt_text
 from motormind.controller import Controller
 from motormind.profile import load_profile
 from motormind.robots.fake import FakeRobot
@@ -112,14 +114,23 @@ def test_every_answer_the_schema_allows_is_accepted_or_rejected_for_a_stated_rea
     ctl = Controller(FakeRobot(prof, start_pos_m=(0.4, 0.0, 0.2)), prof)
     obs = ctl.robot.observe()
     prompt = _prompt(prof)
+    pointing = prompt_text("executor", {})
 
     @settings(max_examples=150, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(from_schema(EXECUTOR))
     def check(answer):
         validate(answer, EXECUTOR)                 # the stack's own schema check lets it through, too
-        if "commands" not in answer or "replan" in answer:
-            return                                 # a look or a replan request: never reaches the Controller
+        if "replan" in answer:                     # a replan request stands alone, as the prompt says
+            alone = not set(answer) & {"commands", "points", "regions"}
+            try:
+                check_answer("executor", answer)
+                assert alone, answer
+            except ResponseError as e:
+                assert not alone and "stands alone" in str(e) and "and nothing else" in pointing
+            return
+        if "commands" not in answer:
+            return                                 # a look: measured by the stack, never reaches the Controller
         batch, reasons, _ = ctl.validate({k: v for k, v in answer.items() if k in BATCH_FIELDS}, obs)
         assert batch is not None or reasons
         assert not _unstated(reasons, prompt), (answer, reasons)
