@@ -101,7 +101,8 @@ def _priv(m, sub: dict, start: dict) -> dict:
 
 def _base(r, m) -> dict:
     return {"suite": r.suite, "task": r.task, "init_state": r.init_state, "rollout": r.key, "moment": m.index,
-            "step": m.step, "instruction": r.instruction, "plan": m.plan, "state": m.state}
+            "step": m.step, "instruction": r.instruction, "plan": m.plan, "state": m.state,
+            "scene": dict(getattr(r, "scene_facts", {}) or {})}
 
 
 def _action_candidate(r, m, sub, start, oracle, rng) -> dict | None:
@@ -430,7 +431,7 @@ def _finish(chosen: list, rng: random.Random, image_paths: dict, cameras: dict) 
     for k, c in enumerate(chosen):
         q = {"id": f"q{k + 1:04d}", "skill": c["skill"]}
         for key in ("suite", "task", "init_state", "rollout", "moment", "step", "instruction", "plan",
-                    "subgoal", "state"):
+                    "subgoal", "state", "scene"):
             q[key] = c[key]
         q["images"] = image_paths[(c["rollout"], c["moment"])]
         q["cameras"] = cameras[(c["rollout"], c["moment"])]

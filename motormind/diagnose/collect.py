@@ -57,6 +57,7 @@ class Rollout:
     specs: dict                    # subgoal id -> (kind, a, b, pred), the oracle's own
     moments: list
     wall_s: float = 0.0
+    scene_facts: dict = field(default_factory=dict)   # Robot.scene_facts(): the table's height (not privileged)
 
     @property
     def key(self) -> str:
@@ -176,7 +177,8 @@ class Collector:
             m.state = robot.observe().state_dict()
             m.priv = snapshot(robot, scene)
         out = Rollout(suite, int(task), int(init), robot.language_instruction, bool(res.success), res.outcome,
-                      int(res.steps), dict(brain.specs), moments, round(time.monotonic() - t0, 3))
+                      int(res.steps), dict(brain.specs), moments, round(time.monotonic() - t0, 3),
+                      dict(robot.scene_facts()) if hasattr(robot, "scene_facts") else {})
         self.progress(f"  {key}: {'success' if res.success else res.outcome}, {res.steps} steps, "
                       f"{len(moments)} moments, {out.wall_s:.1f} s")
         return out

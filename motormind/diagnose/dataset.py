@@ -11,6 +11,7 @@ A question line (format 2):
     subgoal                        {id, description, success_criterion}, or null (task completion)
     state                          the measured robot state the roles see (mm, degrees)
     images                         camera name -> path relative to SET_DIR
+    scene                          the backend's scene facts (Robot.scene_facts: the table's height)
     cameras                        camera name -> its calibration at the frame's size
                                    (CameraCalibration.to_json): the marks and camera facts of the prompt
     question, options              the question text; options [{letter, text, value}], lettered A..

@@ -23,7 +23,6 @@ from ..errors import ResponseError
 from ..grounding.marks import MarkOptions, Marker
 from ..grounding.pixels import PixelConvention
 from ..roles.base import Role, RoleResult
-from ..views import describe
 from . import grounding as gnd
 
 
@@ -72,42 +71,33 @@ def question_cameras(q: dict) -> dict:
 
 def look(q: dict, images: dict, profile, marks: MarkOptions, convention: PixelConvention | None,
          closing_axis_eef=(0.0, 1.0, 0.0)) -> tuple[dict, str]:
-    """(the images as the brain gets them: marked, the camera text of the prompt)."""
-    lines = [describe(profile.cameras, profile.directions, list(images))]
+    """(the images as the brain gets them: marked, the camera text of the prompt): the roles' own
+    facts (``roles.facts.PromptFacts``: the gripper, the cameras in words and numbers, what the marks
+    are, the grip point's pixel in each image) and the grip point in the answer's pixel convention."""
+    from ..roles.facts import PromptFacts
     cams = question_cameras(q)
+    facts = PromptFacts(profile, list(images), cams, q.get("scene"), None, marks)
     if not cams:                      # a set of format 1 stores no calibrations: nothing to mark or measure
-        return dict(images), "\n".join(lines)
+        return dict(images), facts.setup()
     obs = question_observation(q, images)
     marked, infos = Marker(_SetCameras(profile, cams, closing_axis_eef), marks)(obs)
-    from ..grounding.camera import eef_pose
-    eef = eef_pose(obs)
-    for name, img in images.items():
-        cal = cams.get(name)
-        if cal is None:
-            lines.append(f"- {name}: no calibration (nothing measured in it)")
-            continue
-        h, w = np.asarray(img).shape[:2]
-        c = cal.resized(w, h)
-        fh, fv = c.fov_deg
-        p, _ = c.pose_base(eef)
-        at = "moving with the gripper, now at" if c.mount == "gripper" else "standing at"
-        s = (f"- {name}: field of view {fh:.0f} x {fv:.0f} deg (horizontal x vertical), {at} "
-             f"x {p[0] * 1000:.0f}, y {p[1] * 1000:.0f}, z {p[2] * 1000:.0f} mm in the base frame")
-        g = c.project_point(eef[0], eef)
-        if g is not None and c.in_image(g[0], g[1]) and convention is not None:
-            x, y = convention.from_image(g[0], g[1], w, h)
-            s += f"; the grip point is at ({x:.0f}, {y:.0f}), {g[2] * 1000:.0f} mm from the camera"
-        elif g is not None:
-            s += "; the grip point is outside this image"
-        info = infos.get(name) or {}
-        if info.get("scale_bar"):
-            s += f"; the scale bar drawn is {info['scale_bar']['mm']:g} mm at the grip point's depth"
-        lines.append(s + ".")
+    facts.saw(obs, marked, infos)
+    lines = [facts.setup(), facts.look()]
     if convention is not None:
-        lines.append(f"Image positions (the grip point's above, any point you give) are in {convention.describe()}.")
-    if marks.enabled and infos:
-        lines.append("Marks drawn on the images: the grip point (a magenta ring, 'grip'), the direction words as "
-                     "arrows from it, a scale bar; in a gripper camera the line the fingertips close along.")
+        from ..grounding.camera import eef_pose
+        eef = eef_pose(obs)
+        at = []
+        for name, img in images.items():
+            cal = cams.get(name)
+            if cal is None:
+                continue
+            h, w = np.asarray(img).shape[:2]
+            g = cal.resized(w, h).project_point(eef[0], eef)
+            if g is not None and cal.resized(w, h).in_image(g[0], g[1]):
+                x, y = convention.from_image(g[0], g[1], w, h)
+                at.append(f"in {name} the grip point is at ({x:.0f}, {y:.0f})")
+        lines.append(f"Image positions you give are in {convention.describe()}"
+                     + (f"; in these, {'; '.join(at)}." if at else "."))
     return marked, "\n".join(lines)
 
 

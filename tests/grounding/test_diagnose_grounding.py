@@ -192,7 +192,8 @@ def test_the_diagnostic_prompt_carries_the_camera_facts_and_marked_images():
             assert "60 x 60 deg" in req.user and "at x 400, y 0, z 1000 mm" in req.user
             g = robot.cameras()["front"].project_point(obs.eef_pos_m)
             x, y = conv.from_image(g[0], g[1], SIZE, SIZE)
-            assert f"the grip point is at ({x:.0f}, {y:.0f})" in req.user and "0-1000" in req.user
+            assert f"in front the grip point is at ({x:.0f}, {y:.0f})" in req.user and "0-1000" in req.user
+            assert f"the grip point at pixel ({round(g[0])}, {round(g[1])})" in req.user     # the roles' own line
             # marked as the roles' frames are; marks off: the frame as rendered
             assert req.images["front"].shape == raw.shape
             assert (not np.array_equal(req.images["front"], raw)) == marks.enabled

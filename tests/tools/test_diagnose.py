@@ -287,7 +287,8 @@ def test_the_oracle_scores_100_percent_from_privileged_state_alone(qset, tmp_pat
         assert c["images"] == {"agentview": [128, 128, 3], "robot0_eye_in_hand": [128, 128, 3]}
         # the cameras in the roles' words, the wrist view included, and their numbers
         assert "robot0_eye_in_hand: on the gripper" in c["user"] and "right is the robot's" in c["user"]
-        assert "field of view" in c["user"] and "Marks drawn on the images" in c["user"]
+        assert "Field of view" in c["user"] and "Marks drawn on the images" in c["user"]
+        assert "Table surface (what the objects stand on): z = " in c["user"]        # the set's scene facts
 
 
 @pytest.mark.sim
