@@ -67,6 +67,7 @@ PULL_PRESS_M = 0.006       # ... dragged toward the arm's base this much lower s
 WELL_LAG_M = 0.012         # its origin trails the grip site by this much (measured 12-25 mm)
 PUSH_OVER_M = 0.004        # ... the last leg goes this much further (the give)
 RIM_OVER_M = 0.012         # the fingers come down into it from this far over its top, and settle there
+APPROACH_SKIP_M = 0.02       # a push's start this close: push from where the hand is (close(), a retry)
 SETTLE = {"op": "wait", "seconds": 0.1}         # (a move blended into the next passes 12 mm over its target)
 DRAG_STEP_M = 0.04         # dragged in moves this long at most (a long one curves: the servo saturates axis
                            # by axis, and a drag 17-28 deg off the way tipped the plate more)
@@ -348,9 +349,14 @@ def close(brain, w: World, pose: pp.Pose, name: str):
             cmds.append({"op": "gripper", "action": "close"})
             p = start
     end = face - d * travel
-    cmds += path_commands(p, [start, end, end + d * BACKOFF_M], prof)
+    # A hand already within APPROACH_SKIP_M of the push's start (a retry after the arm met the cabinet on
+    # the way there) pushes from where it is: a short approach against that contact would only be
+    # blocked again (the Controller's blend once passed it through; issue 33 made blends a fraction of a move)
+    way = [end, end + d * BACKOFF_M] if float(np.linalg.norm(start - p)) < APPROACH_SKIP_M else \
+        [start, end, end + d * BACKOFF_M]
+    cmds += path_commands(p, way, prof)
     if len(cmds) + 1 > prof.limits.max_batch:         # the turn now, the push next batch
-        return cmds[:len(cmds) - len(path_commands(p, [start, end, end + d * BACKOFF_M], prof))], False
+        return cmds[:len(cmds) - len(path_commands(p, way, prof))], False
     return cmds, True
 
 

@@ -40,7 +40,7 @@ from ..base import Brain, BrainReply, BrainRequest
 from . import articulated as art
 from . import insert as ins
 from . import pickplace as pp
-from .motion import clear_along, path_commands, rotations, route, safe_height
+from .motion import SHORT_LEG_M, clear_along, path_commands, rotations, route, safe_height
 from .world import Boxes, World, gripper_boxes
 
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
@@ -322,9 +322,11 @@ class OracleBrain(Brain):
             p = up
         cmds += turn
         bundle = gripper_boxes(np.zeros(3), g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))
-        cmds += path_commands(p, route(w, p, pre, bundle, exclude=(a,)), prof)
-        approach = len(cmds)
-        cmds += path_commands(pre, [g.point], prof)
+        if float(np.linalg.norm(pre - p)) >= SHORT_LEG_M:
+            cmds += path_commands(p, route(w, p, pre, bundle, exclude=(a,)), prof)
+            p = pre
+        approach = len(cmds)                            # (already at the approach point: straight for the grasp)
+        cmds += path_commands(p, [g.point], prof)
         cmds.append({"op": "gripper", "action": "close"})
         held = pp.held_bundle(w, a, g.point, g.sep_yaw, g.width_m)
         start = self._out_from_under(w, g.point, held, a)     # (from under an overhang: out first)

@@ -18,6 +18,9 @@ SAMPLE_M = 0.01            # clearance samples along a leg
 CLEAR_M = 0.012            # wanted clearance of the bundle over what it passes
 MIN_MOVE_M = 0.0015        # a leg shorter than this is not worth a command
 START_SKIP_M = 0.015       # a leg may start in contact for this long
+SHORT_LEG_M = 0.012        # a leg this short with another after it is aimed past: the hand goes for the next
+                           # waypoint (what the Controller's 12 mm blend did with it before issue 33 limited a
+                           # blend to a fraction of its move: a 5 mm leg against contact was then blocked)
 
 
 def clear_along(world: World, p0, p1, bundle: Boxes, exclude, margin: float = 0.0, skip: float = 0.0) -> float:
@@ -98,9 +101,12 @@ def moves(delta_m, profile) -> list[dict]:
 
 def path_commands(p0, waypoints, profile) -> list[dict]:
     out, last = [], np.asarray(p0, float)
-    for q in waypoints:
-        out += moves(np.asarray(q) - last, profile)
-        last = np.asarray(q, float)
+    wps = [np.asarray(q, float) for q in waypoints]
+    for k, q in enumerate(wps):
+        if k < len(wps) - 1 and float(np.linalg.norm(q - last)) < SHORT_LEG_M:
+            continue
+        out += moves(q - last, profile)
+        last = q
     return out
 
 
