@@ -140,13 +140,15 @@ def oracle_brain(cfg: BrainConfig, robot, profile, record=None, remote=None):
                       "(this robot has no scene)")
 
 
-def openai_brain(cfg: BrainConfig, robot, profile, record=None, backend=None):
+def openai_brain(cfg: BrainConfig, robot, profile, record=None, backend=None, queue_name: str | None = None):
     """Any OpenAI-compatible endpoint (``docs/vlm-backends.md``). A VLM config with ``serve: oracle``,
     ``serve: replay`` or ``serve: manual`` first starts serve-brain in this process
     (``motormind/serve/server.py``) with that brain behind it (or ``backend``, e.g. the diagnostic's
     oracle) and points the client at it; the brain's ``close()`` stops the server. ``manual``
     (``motormind/serve/manual.py``) writes each request to a queue folder for a person or an agent
-    to answer, and is sent no context and no scene (nothing privileged)."""
+    to answer, and is sent no context and no scene (nothing privileged). ``queue_name`` names this
+    brain's own queue under the config's queue root where no run directory does (a ROS 2 role node:
+    each node is its own client, so each gets its own folder and numbering)."""
     from .brains.openai_brain import OpenAIBrain, load_vlm_config
     vcfg = load_vlm_config(cfg.vlm, cfg.vlm_set)
     prof = profile or getattr(robot, "profile", None)
@@ -156,7 +158,7 @@ def openai_brain(cfg: BrainConfig, robot, profile, record=None, backend=None):
         from .serve.server import BrainServer, ReplayBrain
         if backend is None and vcfg.serve == "manual":
             from .serve.manual import ManualBrain
-            backend = manual = ManualBrain(manual_queue(vcfg, record), vcfg.auto, on_event=rec)
+            backend = manual = ManualBrain(manual_queue(vcfg, record, queue_name), vcfg.auto, on_event=rec)
             import sys
             print(f"manual VLM: each request is a folder in {manual.queue}/ (the waiting ones: waiting.json); "
                   "answer by renaming answer.json.tmp to answer.json in it (docs/manual-vlm.md)"
@@ -197,14 +199,17 @@ def openai_brain(cfg: BrainConfig, robot, profile, record=None, backend=None):
     return brain
 
 
-def manual_queue(vcfg, record=None):
+def manual_queue(vcfg, record=None, name: str | None = None):
     """The queue folder of one episode (``serve: manual``): ``queue``/<the run directory's name>
     when the config names a queue root (so several episodes at once each have their own), else the
-    run directory's ``queue/``."""
+    run directory's ``queue/``. Without a run directory, ``queue``/``name`` when a name is given
+    (the ROS 2 role nodes: one folder per node, so no two servers share a waiting.json)."""
     from pathlib import Path
     run_dir = getattr(record, "dir", None)
     if vcfg.queue:
-        return Path(vcfg.queue) / run_dir.name if run_dir is not None else Path(vcfg.queue)
+        if run_dir is not None:
+            return Path(vcfg.queue) / run_dir.name
+        return Path(vcfg.queue) / name if name else Path(vcfg.queue)
     if run_dir is None:
         raise ConfigError("serve: manual needs a queue folder: queue: DIR (--vlm-set queue=DIR), or a run "
                           "directory to hold one")

@@ -296,7 +296,8 @@ def make_brain(node: MotorMindNode, rpc: RemoteCall | None):
     remote = RemoteOracleBrain(rpc, float(node.settings.nodes.rpc_timeout_s)) if rpc is not None else None
     if cfg.type == "oracle" and remote is None:
         raise ConfigError("brain oracle: needs the privileged channel")
-    return build_brain(cfg, None, node.profile, node.record, **({"remote": remote} if cfg.type == "oracle" else {}))
+    kw = {"remote": remote} if cfg.type == "oracle" else {"queue_name": node.get_name()} if cfg.type == "openai" else {}
+    return build_brain(cfg, None, node.profile, node.record, **kw)
 
 
 class ObservationCache:

@@ -317,6 +317,18 @@ def test_two_concurrent_episodes_keep_their_queues_apart(tmp_path):
         assert r["brain_label"] == "openai:manual" and r["privileged"] is False
 
 
+def test_clients_without_a_run_directory_get_a_queue_each_under_the_root(tmp_path):
+    """The ROS 2 role nodes have no run directory: each node names its own queue under the root,
+    so no two servers rewrite one waiting.json or number their requests over each other."""
+    cfg = BrainConfig(type="openai", vlm="manual", vlm_set=(f"queue={tmp_path / 'q'}", "auto.probe=look"))
+    brains = [build_brain(cfg, None, FakeRobot().profile, None, queue_name=n) for n in ("planner", "executor")]
+    try:
+        assert [b.manual.queue for b in brains] == [tmp_path / "q" / "planner", tmp_path / "q" / "executor"]
+    finally:
+        for b in brains:
+            b.close()
+
+
 def test_an_answer_is_read_only_once_whole_under_its_name(tmp_path):
     """``answer.json.tmp`` (half-written) is never read; the rename to ``answer.json`` delivers it
     (a direct call, without a server: the messages rebuilt as the openai brain sends them)."""
