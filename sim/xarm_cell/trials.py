@@ -97,6 +97,16 @@ def _spot_check(profile, z_m: float, emu):
     return spot_check(profile, z_m, lambda: tuple(v / 1000.0 for v in emu.snapshot()["pose_mm_deg"][:2]))
 
 
+def trial_brain(brain: str, vlm: str | None, vlm_set, scene, robot, prof, rec):
+    """The brain of one trial: the oracle reads the cell's scene (PRIVILEGED: the true object poses);
+    ``openai`` is any VLM config, built as every episode's is (motormind/registry.py)."""
+    if brain == "oracle":
+        from motormind.brains.oracle import OracleBrain
+        return OracleBrain(scene, prof)
+    from motormind.registry import BrainConfig, build_brain
+    return build_brain(BrainConfig(type="openai", vlm=vlm or "openai", vlm_set=tuple(vlm_set or ())), robot, prof, rec)
+
+
 def run_trials(scene: str = "placement", n: int = 40, interference: str = "both", seed: int = 0,
                out: str | Path | None = None, profile: str = "xarm6", brain: str = "oracle", vlm: str | None = None,
                vlm_set=(), images: bool = False, wall_budget_s: float = 300.0, report_hz: float = 5.0,
@@ -136,12 +146,7 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                 run_dir = root / f"t{s:03d}_{cond}"
                 rec = Recorder(run_dir)
                 rec("trial_start", **trial.to_json(), interference=cond, scene=cfg.name, profile=prof.name)
-                if brain == "oracle":
-                    from motormind.brains.oracle import OracleBrain
-                    b = OracleBrain(emu.scene, prof)          # PRIVILEGED: the cell's true object poses
-                else:
-                    from motormind.brains.openai_brain import build_openai_brain
-                    b = build_openai_brain(vlm or "openai", robot, prof, tuple(vlm_set), rec)
+                b = trial_brain(brain, vlm, vlm_set, emu.scene, robot, prof, rec)
                 ecfg = EpisodeConfig(wall_budget_s=wall_budget_s, images=images)
                 runner = EpisodeRunner(robot, b, trial.instruction, rec, ecfg, success_fn=emu.scene.success,
                                        steps_fn=lambda: 0)

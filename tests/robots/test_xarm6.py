@@ -475,3 +475,16 @@ def test_file_camera_feeds_observe(emu, profile, tmp_path):
         assert img[..., 0].mean() > 150 and img[..., 2].mean() < 60       # RGB, not BGR
     finally:
         r.close()
+
+
+def test_a_cell_trial_builds_its_openai_brain_the_registry_way():
+    """`motormind trials xarm6 --brain openai` built its brain with a function that no longer
+    existed (an ImportError at the first trial); it now builds it as every episode does."""
+    from motormind.robots.fake import FakeRobot
+    from motormind.sim.xarm_cell.trials import trial_brain
+    robot = FakeRobot()
+    b = trial_brain("openai", "vllm-qwen2.5-vl", ["timeout_s=1"], None, robot, robot.profile, lambda *a, **k: None)
+    try:
+        assert b.name.startswith("openai") and b.privileged is False
+    finally:
+        b.close()
