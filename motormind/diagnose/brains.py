@@ -110,7 +110,7 @@ def random_point(req: BrainRequest, rng: random.Random) -> dict:
         camera, xmax, ymax = c.group(1), float(r.group(1)), float(r.group(2))
         words = [x.strip() for x in w.group(1).replace(" and ", ", ").split(",") if x.strip()]
     lim = gnd.RANDOM_OFFSET_MM
-    return {"point": {"camera": camera, "x": round(rng.uniform(0, xmax), 1), "y": round(rng.uniform(0, ymax), 1),
+    return {"point": {"camera": camera, "pixel": [round(rng.uniform(0, xmax), 1), round(rng.uniform(0, ymax), 1)],
                       "label": "a random point"},
             "offset_mm": {wd: round(rng.uniform(-lim, lim)) for wd in words}}
 

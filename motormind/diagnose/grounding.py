@@ -15,8 +15,8 @@ question's ``privileged.grounding``, never in a prompt):
 * **reference point**: the truth pixel unprojected from depth, a point on O's visible surface; the
   **offset** is that point minus the grip point, mm, base frame.
 
-Scoring an answer (camera, pixel in the model's convention, offset along the profile's +x/+y/+z
-words): the pixel is mapped into the set frame's pixels (``grounding/pixels.py``); ``px_error`` is its
+Scoring an answer (a point as any role gives one, ``grounding.points.POINT``: camera, pixel [x, y] in the
+model's convention, label; and the offset along the profile's +x/+y/+z words): the pixel is mapped into the set frame's pixels (``grounding/pixels.py``); ``px_error`` is its
 distance to the truth pixel; ``on_object`` when it lies within ``POINT_TOLERANCE_PX`` of a mask pixel;
 ``mm_error`` is the distance between the answered and the true offset; ``within_mm`` when that is at
 most ``OFFSET_TOLERANCE_MM``. A grounding answer is *correct* when both hold. Its chance level is the
@@ -152,7 +152,7 @@ def score(truth: dict, answer: dict | None, convention, directions: dict) -> dic
         return {"px_error": None, "mm_error": None, "on_object": False, "within_mm": False, "correct": False}
     w, h = truth["size"]
     pt = answer["point"]
-    u, v = convention.to_image(float(pt["x"]), float(pt["y"]), w, h)
+    u, v = convention.to_image(float(pt["pixel"][0]), float(pt["pixel"][1]), w, h)
     tu, tv = truth["pixel"]
     px_err = math.hypot(u - tu, v - tv)
     mask = rle_decode(truth["mask_rle"], w, h)
@@ -173,5 +173,5 @@ def oracle_answer(truth: dict, convention, directions: dict) -> dict:
     x, y = convention.from_image(float(truth["pixel"][0]), float(truth["pixel"][1]), w, h)
     words = offset_words(directions)
     off = np.asarray(truth["offset_mm"], dtype=float)
-    return {"point": {"camera": truth["camera"], "x": round(x), "y": round(y), "label": display_name(truth["object"])},
+    return {"point": {"camera": truth["camera"], "pixel": [round(x), round(y)], "label": display_name(truth["object"])},
             "offset_mm": {wd: round(float(off @ np.asarray(directions[wd], dtype=float))) for wd in words}}

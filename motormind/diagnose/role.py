@@ -22,19 +22,19 @@ import numpy as np
 from ..errors import ResponseError
 from ..grounding.marks import MarkOptions, Marker
 from ..grounding.pixels import PixelConvention
+from ..grounding.points import POINT
 from ..roles.base import Role, RoleResult
 from . import grounding as gnd
 
 
 def grounding_schema(words: list[str]) -> dict:
-    """A grounding answer: a point (camera, x, y in the question's convention, label) and the
-    offset of that point from the grip point along the profile's +x, +y, +z words, mm."""
+    """A grounding answer: a point as any role gives one (``grounding.points.POINT``: camera, pixel
+    [x, y] in the question's convention, label) and the offset of that point from the grip point
+    along the profile's +x, +y, +z words, mm."""
     return {"type": "object", "additionalProperties": False, "required": ["point", "offset_mm"],
             "properties": {
                 "schema_version": {"type": "integer"}, "source": {"type": "string", "maxLength": 64},
-                "point": {"type": "object", "additionalProperties": False, "required": ["camera", "x", "y", "label"],
-                          "properties": {"camera": {"type": "string", "maxLength": 64}, "x": {"type": "number"},
-                                         "y": {"type": "number"}, "label": {"type": "string", "maxLength": 200}}},
+                "point": POINT,
                 "offset_mm": {"type": "object", "additionalProperties": False, "required": list(words),
                               "properties": {w: {"type": "number"} for w in words}},
                 "reasoning": {"type": "string", "maxLength": 2000}}}
@@ -162,7 +162,7 @@ class GroundingDiagnoser(Diagnoser):
         words = gnd.offset_words(profile.directions)
         self.schema = grounding_schema(words)
         shown, camera_text = look(q, images, profile, marks, convention, closing_axis_eef)
-        example = {"schema_version": 1, "point": {"camera": camera, "x": 0, "y": 0, "label": "<what you point at>"},
+        example = {"schema_version": 1, "point": {"camera": camera, "pixel": [0, 0], "label": "<what you point at>"},
                    "offset_mm": {w: 0 for w in words}, "reasoning": "one or two sentences"}
         values = {**_values(q, profile, images, camera_text),
                   "what": (f"Give the point in the '{camera}' image, x and y in {convention.describe()}. "
@@ -178,8 +178,8 @@ class GroundingDiagnoser(Diagnoser):
             p = v["point"]
             if p["camera"] != camera:
                 raise ResponseError(f"$.point.camera: {p['camera']!r}: the question asks for a point in {camera!r}")
-            if not convention.in_range(float(p["x"]), float(p["y"])):
-                raise ResponseError(f"$.point: ({p['x']}, {p['y']}) is outside the image: x and y in "
+            if not convention.in_range(float(p["pixel"][0]), float(p["pixel"][1])):
+                raise ResponseError(f"$.point.pixel: {p['pixel']} is outside the image: x and y in "
                                     f"{convention.describe()}")
         return self.ask(values, shown, context, check=on_image)
 

@@ -26,7 +26,7 @@ from . import SKILLS
 from . import grounding as gnd
 from ..evaluate.stats import wilson
 from ..grounding.marks import options_of
-from ..grounding.pixels import PixelConvention, convention_for
+from ..grounding.points import convention_of
 from ..record import Recorder
 from .build import question_chance
 from .dataset import load_images, load_set
@@ -93,29 +93,6 @@ def grounding_figures(rows: list) -> dict:
             "pixels": "px of the set's frames (the stored image size)"}
 
 
-def _brain_cfg(brain):
-    seen = 0
-    while brain is not None and seen < 8:
-        cfg = getattr(brain, "cfg", None)
-        if cfg is not None and hasattr(cfg, "image_rules"):
-            return cfg
-        brain = getattr(brain, "inner", None)
-        seen += 1
-    return None
-
-
-def brain_convention(brain, width_px: int, height_px: int) -> PixelConvention:
-    """The pixel convention ``brain`` answers in for a ``width_px`` x ``height_px`` frame: its VLM
-    config's ``image_rules`` and ``image_size`` (the diagnose role's override first); pixels of the
-    frame as it is for a brain without one (the oracle, the random brain)."""
-    cfg = _brain_cfg(brain)
-    if cfg is None:
-        return PixelConvention("pixels", int(width_px), int(height_px))
-    ov = (cfg.roles or {}).get("diagnose") or {}
-    return convention_for(cfg.image_rules, width_px, height_px, ov.get("image_size", cfg.image_size),
-                          ov.get("image_detail", getattr(cfg, "image_detail", "auto")))
-
-
 def run_diagnostic(set_dir, brain, out=None, limit: int | None = None, skills=None, progress=None,
                    brain_spec: dict | None = None) -> dict:
     """Score ``brain`` on the set at ``set_dir``; writes the report into ``out``. Returns the report."""
@@ -152,7 +129,7 @@ def run_diagnostic(set_dir, brain, out=None, limit: int | None = None, skills=No
                 conv = None
                 if images:
                     h, w = next(iter(images.values())).shape[:2]
-                    conv = brain_convention(brain, w, h)
+                    conv = convention_of(brain, "diagnose", w, h)    # the brain's model family's, as the roles'
                 res = role.answer(q, images, profile, privileged, marks, conv, closing_axis)
                 row = {"id": q["id"], "skill": q["skill"], "suite": q["suite"], "rollout": q["rollout"],
                        "answer": q["answer"], "chance": question_chance(q), "brain": res.brain,

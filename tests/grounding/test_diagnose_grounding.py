@@ -129,7 +129,7 @@ def test_scores_grow_with_the_error():
     fig = gnd.score(t, off, conv, prof.directions)
     assert fig["on_object"] and not fig["within_mm"] and fig["mm_error"] == pytest.approx(45, abs=1.5)
     far = json.loads(json.dumps(good))
-    far["point"]["x"] = 2                                          # the image's left edge: the table
+    far["point"]["pixel"][0] = 2                                          # the image's left edge: the table
     fig = gnd.score(t, far, conv, prof.directions)
     assert not fig["on_object"] and fig["px_error"] > 10 and not fig["correct"]
     assert gnd.score(t, None, conv, prof.directions) == {"px_error": None, "mm_error": None, "on_object": False,
@@ -166,7 +166,7 @@ def test_a_random_pointer_scores_near_chance():
     bare = BrainRequest("diagnose", "diagnose", seen[0].system, seen[0].user, {}, {}, {})
     got = random_point(bare, __import__("random").Random(1))
     assert got["point"]["camera"] == "front" and set(got["offset_mm"]) == {"forward", "left", "up"}
-    assert 0 <= got["point"]["x"] <= SIZE - 1
+    assert 0 <= got["point"]["pixel"][0] <= SIZE - 1
 
 
 def test_the_diagnostic_prompt_carries_the_camera_facts_and_marked_images():
