@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import CHOICE_SKILLS, FORMAT, FORMAT_VERSION, GENERATOR_VERSION, SKILLS
+from . import FORMAT, FORMAT_VERSION, GENERATOR_VERSION, SKILLS
 from . import grounding as gnd
 from .truth import KINDS, Truth, stage_texts
 

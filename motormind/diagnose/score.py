@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
-
-import statistics
 
 from . import SKILLS
 from . import grounding as gnd
