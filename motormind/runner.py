@@ -68,7 +68,9 @@ class EpisodeRunner:
                                list(getattr(robot, "camera_names", None) or []) or None, self.grounding)
         # the numbers every prompt states (roles/facts.py): the backend's calibrations and scene facts
         # (read once), the marks' info of each look, the budget
-        self.context.facts = PromptFacts.of_robot(robot, self.budget_left, self.marker.options)
+        # the grip point's pixel in the convention the Executor's points are read in (the model family's)
+        self.context.facts = PromptFacts.of_robot(robot, self.budget_left, self.marker.options,
+                                                  lambda cam, w, h: convention_of(brain, "executor", w, h))
         self.planner_c = PlannerComponent(Planner(brain, rec), self.cfg, self.context, self._emit, self._say)
         self.executor_c = ExecutorComponent(Executor(brain, rec), self.cfg, self.context, self._say)
         self.verifier_c = VerifierComponent(Verifier(brain, rec), self.cfg, self.context)

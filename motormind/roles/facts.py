@@ -110,20 +110,33 @@ def grip_info(cal, eef, width_px: int, height_px: int) -> dict:
     return info
 
 
-def look_line(name: str, info: dict | None, cal=None, eef=None) -> str:
+def look_line(name: str, info: dict | None, cal=None, eef=None, convention=None) -> str:
+    """One image's grip point, in ``convention`` (``grounding.pixels.PixelConvention``: the model
+    family's, the one its points are read in) or, without one, in pixels of the frame as sent."""
     if not info or "grip_px" not in info:
         return f"- {name}: no calibration: the grip point's pixel is not known."
     w, h = info.get("size") or (cal.width_px, cal.height_px)
     px = info["grip_px"]
-    if px is None:
-        s = f"- {name} ({w} x {h} px): the grip point is behind the camera"
+    per_unit = 1.0                                   # frame pixels per unit of the convention
+    if convention is None or (convention.kind == "pixels" and (convention.width, convention.height) == (w, h)):
+        grid, unit, to_conv = f"{w} x {h} px", "px", (lambda u, v: (u, v))
+    elif convention.kind == "norm1000":
+        grid, unit, per_unit = "0-1000 coordinates", "1/1000 of the image width", w / 1000.0
+        to_conv = (lambda u, v: convention.from_image(u, v, w, h))
     else:
-        u, v = int(round(px[0])), int(round(px[1]))
+        grid, unit, per_unit = f"{convention.width} x {convention.height} px as you see it", "px", w / convention.width
+        to_conv = (lambda u, v: convention.from_image(u, v, w, h))
+    if px is None:
+        s = f"- {name} ({grid}): the grip point is behind the camera"
+    else:
+        x, y = to_conv(float(px[0]), float(px[1]))
+        u, v = int(round(x)), int(round(y))
         where = "" if info.get("grip_in_view") else ", outside the image"
-        s = f"- {name} ({w} x {h} px): the grip point at pixel ({u}, {v}){where}"
+        at = "" if unit != "px" else "pixel "
+        s = f"- {name} ({grid}): the grip point at {at}({u}, {v}){where}"
         if info.get("mm_per_px"):
-            s += (f", {float(info['grip_depth_m']) * 1000:.0f} mm from the camera: {info['mm_per_px']:.2g} mm per px "
-                  f"at that depth")
+            s += (f", {float(info['grip_depth_m']) * 1000:.0f} mm from the camera: "
+                  f"{float(info['mm_per_px']) * per_unit:.2g} mm per {unit} at that depth")
     if cal is not None and cal.mount == "gripper" and eef is not None:
         p, _ = cal.pose_base(eef)
         p = np.asarray(p, dtype=float) * 1000.0
@@ -135,24 +148,26 @@ class PromptFacts:
     """The setup, look and budget texts of one robot's episode (the module's doc)."""
 
     def __init__(self, profile, camera_names=None, calibrations: dict | None = None, scene: dict | None = None,
-                 budget: Callable[[], dict] | None = None, marks=None):
+                 budget: Callable[[], dict] | None = None, marks=None, convention: Callable | None = None):
         self.profile = profile
         self.camera_names = camera_names            # None: every camera the profile describes
         self.calibrations = dict(calibrations or {})
         self.scene = dict(scene or {})
         self.budget = budget
         self.marks = marks                          # grounding.marks.MarkOptions (None: not said)
+        self.convention = convention                # (camera, w, h) -> the PixelConvention points are read in
         self._setup: str | None = None
         self._look = "- no images yet."
 
     @classmethod
-    def of_robot(cls, robot, budget: Callable[[], dict] | None = None, marks=None) -> "PromptFacts":
+    def of_robot(cls, robot, budget: Callable[[], dict] | None = None, marks=None,
+                 convention: Callable | None = None) -> "PromptFacts":
         """From the backend: its calibrations (``Robot.cameras()``) and scene facts, read once."""
         cams = getattr(robot, "cameras", None)
         scene = getattr(robot, "scene_facts", None)
         names = list(getattr(robot, "camera_names", None) or []) or None
         return cls(robot.profile, names, cams() if callable(cams) else {}, scene() if callable(scene) else {},
-                   budget, marks)
+                   budget, marks, convention)
 
     HEADER = "The robot and its scene (fixed for this episode; base frame: +x forward, +y left, +z up; mm and degrees):"
 
@@ -184,15 +199,19 @@ class PromptFacts:
         from ..grounding.camera import eef_pose
         eef = eef_pose(obs)
         infos = infos or {}
-        lines = [f"Where the grip point is in each image ({PIXELS}):"]
+        lines, said = [], set()
         for name, img in images.items():
             cal = self.calibrations.get(name)
             info = infos.get(name)
+            h, w = np.asarray(img).shape[:2]
             if (not info or "grip_px" not in info) and cal is not None:
-                h, w = np.asarray(img).shape[:2]
                 info = grip_info(cal, eef, int(w), int(h))
-            lines.append(look_line(name, info, cal, eef))
-        self._look = "\n".join(lines)
+            conv = self.convention(name, int(w), int(h)) if self.convention else None
+            if conv is not None and not (conv.kind == "pixels" and (conv.width, conv.height) == (int(w), int(h))):
+                said.add(conv.describe())
+            lines.append(look_line(name, info, cal, eef, conv))
+        how = "; ".join(sorted(said)) if said else PIXELS
+        self._look = "\n".join([f"Where the grip point is in each image ({how}):", *lines])
 
     def look(self) -> str:
         return self._look

@@ -139,3 +139,18 @@ def test_a_profile_with_a_bad_finger_length_names_the_field(tmp_path):
     d["gripper"]["tip_past_grip_mm"] = -1
     with pytest.raises(ConfigError, match="gripper.tip_past_grip_mm"):
         profile_from_dict(d, "mine.yaml")
+
+
+def test_the_grip_point_is_stated_in_the_convention_the_points_are_read_in():
+    """A Qwen3-VL model points in 0-1000 and a Qwen2.5-VL one in pixels of its resized image: the grip
+    point's position is stated in the same convention, so a model can point relative to it."""
+    from motormind.grounding.pixels import PixelConvention
+    from motormind.roles.facts import look_line
+    info = {"size": [512, 512], "grip_px": [255.5, 127.5], "grip_in_view": True, "grip_depth_m": 0.5,
+            "mm_per_px": 1.0}
+    assert "the grip point at pixel (256, 128), 500 mm from the camera: 1 mm per px" in look_line("a", info)
+    norm = look_line("a", info, convention=PixelConvention("norm1000", 1000, 1000, "qwen3-vl"))
+    assert "(0-1000 coordinates): the grip point at (500, 250)" in norm
+    assert "0.51 mm per 1/1000 of the image width" in norm        # 512 px over 1000 units: 0.512 px a unit
+    half = look_line("a", info, convention=PixelConvention("pixels", 256, 256, "qwen2.5-vl"))
+    assert "(256 x 256 px as you see it): the grip point at pixel (128, 64)" in half and "2 mm per px" in half
