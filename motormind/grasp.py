@@ -10,9 +10,14 @@ Controller feeds every command's start and end gap to one ``GraspTracker``, whic
 * one that narrows the gap without a stall: **nothing held** (the fingers met nothing);
 * one that widens the gap while something is held: **released**;
 * any other command (a move, a rotation, a wait) while held, during which the gap closes more than
-  ``SLIP_MM`` below where the fingers stalled: **the held object slipped out**, said on that command
-  ("the gap closed from 11.4 to 1.7 mm during this move (it held at 11.4 mm): the held object
-  slipped out").
+  ``SLIP_MM`` below where the fingers stalled, to ``EMPTY_MM`` or less: **the held object slipped
+  out**, said on that command ("the gap closed from 11.4 to 1.7 mm during this move (it held at
+  11.4 mm): the held object slipped out");
+* one during which the gap closes that much but stays above ``EMPTY_MM``: **the grip shifted**, still
+  held at the new gap ("the gap closed from 12.4 to 4.7 mm during this move (it held at 12.4 mm): the
+  grip shifted (the object turned or slid between the fingers); something is still between them").
+  The real-VLM trials saw this three times with the object still hanging in the fingers (a bowl's
+  wall 19.5 -> 4.8 and 12.4 -> 4.7 mm, a mug's 13.7 -> 10.3 mm): a gap that narrows is not a loss.
 
 The sentences are what a report's reason says (docs/commands.md, "Gripper reports").
 """
@@ -21,6 +26,8 @@ from __future__ import annotations
 SLIP_MM = 2.5        # a held gap that closes more than this below where the fingers stalled: slipped out
                      # (a grip tightening on a rigid object closes it well under 1 mm; an object lost
                      # from a thin-walled grasp at 5.8 mm closes it to ~2 mm, 3.8 mm)
+EMPTY_MM = 3.0       # a gap this small has nothing of substance between the fingers: a held object is
+                     # gone (the true slip seen: 11.4 -> 1.7 mm; thin walls still held: 4.7 and 4.8 mm)
 MOVED_MM = 0.5       # a gripper command whose gap changed less than this neither narrowed nor widened it
 
 
@@ -53,9 +60,7 @@ class GraspTracker:
             if gap > self.held_mm + self.slip_mm:
                 self.held_mm = None
             elif gap < self.held_mm - self.slip_mm:
-                said = (f"the gap closed from {self.held_mm:.1f} to {gap:.1f} mm between the batches: "
-                        f"the held object slipped out")
-                self.held_mm = None
+                said = f"the gap closed from {self.held_mm:.1f} to {gap:.1f} mm between the batches: " + self._narrowed(gap)
         self.last_mm = gap
         return said
 
@@ -90,6 +95,15 @@ class GraspTracker:
         self.last_mm = end
         if self.held_mm is None or end >= self.held_mm - self.slip_mm:
             return ""
-        held, self.held_mm = self.held_mm, None
+        held = self.held_mm
         return (f"the gap closed from {start:.1f} to {end:.1f} mm during this {what} (it held at {held:.1f} mm): "
-                f"the held object slipped out")
+                + self._narrowed(end))
+
+    def _narrowed(self, gap: float) -> str:
+        """What a held gap that closed past the slip threshold to ``gap`` means, said once."""
+        if gap <= EMPTY_MM:
+            self.held_mm = None
+            return "the held object slipped out"
+        self.held_mm = gap
+        return (f"the grip shifted (the object turned or slid between the fingers); something is still between "
+                f"them at {gap:.1f} mm")

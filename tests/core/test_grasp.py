@@ -40,6 +40,19 @@ def test_a_slip_is_said_on_the_command_during_which_the_gap_closed():
     assert not t.held and t.during("move", 1.7, 0.0) == ""           # said once
 
 
+def test_a_grip_that_narrows_but_still_holds_is_a_shift_not_a_slip():
+    """Seen in real-VLM trials: a bowl's wall pinched at 12.4 mm narrowed to 4.7 mm during the lift while
+    the bowl still hung in the fingers; only a gap closed to next to nothing is a lost object."""
+    t = GraspTracker()
+    t.gripper(78.0, 12.4, 0.0, stalled=True, full=True)
+    said = t.during("move", 12.4, 4.7)
+    assert said == ("the gap closed from 12.4 to 4.7 mm during this move (it held at 12.4 mm): the grip shifted "
+                    "(the object turned or slid between the fingers); something is still between them at 4.7 mm")
+    assert t.held and t.held_mm == 4.7 and "slipped" not in said
+    assert t.during("move", 4.7, 4.5) == ""                          # measured from the new gap
+    assert t.during("move", 4.5, 1.0).endswith("the held object slipped out") and not t.held
+
+
 def test_opening_releases_and_a_reset_between_batches_forgets():
     t = GraspTracker()
     t.gripper(78.0, 30.0, 0.0, stalled=True, full=True)
@@ -49,7 +62,8 @@ def test_opening_releases_and_a_reset_between_batches_forgets():
     t.gripper(78.0, 30.0, 0.0, stalled=True, full=True)
     assert t.start_batch(78.0) == "" and not t.held                  # a new episode opened the fingers
     t.gripper(78.0, 30.0, 0.0, stalled=True, full=True)
-    assert "slipped out" in t.start_batch(30.0 - SLIP_MM - 1) and not t.held
+    assert "grip shifted" in t.start_batch(30.0 - SLIP_MM - 1) and t.held       # narrowed, still holding
+    assert "slipped out" in t.start_batch(2.0) and not t.held
 
 
 def test_slip_threshold_must_be_positive():
