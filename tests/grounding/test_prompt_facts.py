@@ -154,3 +154,11 @@ def test_the_grip_point_is_stated_in_the_convention_the_points_are_read_in():
     assert "0.51 mm per 1/1000 of the image width" in norm        # 512 px over 1000 units: 0.512 px a unit
     half = look_line("a", info, convention=PixelConvention("pixels", 256, 256, "qwen2.5-vl"))
     assert "(256 x 256 px as you see it): the grip point at pixel (128, 64)" in half and "2 mm per px" in half
+
+
+def test_the_prompt_says_what_a_wait_costs_in_control_steps():
+    """A real-VLM answerer found out only from its budget that waits cost 20 steps a second."""
+    from motormind.profile import load_profile
+    from motormind.roles.facts import speed_text
+    panda = load_profile("libero_panda")
+    assert f"a wait of 1 s spends {1 / panda.period_s:.0f} control steps" in speed_text(panda)
