@@ -42,7 +42,8 @@ MAX_REGIONS = 2                # regions in one answer
 CAMERA_MAX_CHARS = 64
 LABEL_MAX_CHARS = 80
 REASON_MAX_CHARS = 1000
-MAX_FACTS = 8                  # measurements a prompt keeps showing (newest first; a label measured again replaces its old one)
+MAX_FACTS = 16                 # measurements a prompt keeps showing (newest first; a label measured again replaces its old one);
+                               # 8 dropped a Planner's five points (the burner's centre) by the seventh batch in a real-VLM trial
 REGION_OUT_PX = 448            # a region is shown with about this many px on its longest side
 REGION_MAX_RENDER_PX = 1024    # the largest render of a camera a region asks for
 DEPTH_WINDOW_PX = 0            # depth read at the nearest pixel (a patch median would mix a rim with what lies behind it)

@@ -232,3 +232,16 @@ def test_over_a_transport_without_depth_every_point_is_refused_with_that_reason(
     second = brain.requests[1]
     assert f'"cup" (front 3, 4; at b1 s1): refused: {NO_POINTING_OVER_ROS}' in second.user
     assert "Pointing and regions are not available here" in second.system
+
+
+def test_an_episode_keeps_its_measurements_past_a_dozen_points():
+    """A real-VLM trial lost the Planner's five points (a burner's centre) after eight more from the
+    Executor: the prompt keeps the newest MAX_FACTS, one per label."""
+    robot = FakeRobot(image_size=SIZE)
+    g = Grounding(robot.profile.directions)
+    g.see("b1 s1", robot.observe(images=True, depth=True), robot.cameras())
+    g.take("planner", {"points": [{"camera": "front", "pixel": [5, 5], "label": "burner centre"}]})
+    for k in range(12):
+        g.take("executor", {"points": [{"camera": "front", "pixel": [6 + k, 9], "label": f"edge {k}"}]})
+    text = g.values("executor")["measurements"]
+    assert '"burner centre"' in text and '"edge 11"' in text
