@@ -24,12 +24,12 @@ def _run(args) -> int:
                    mcap=args.mcap, console=args.console, console_token=args.console_token,
                    approval=args.approval, console_hold=args.console_hold, console_frame_hz=args.console_frame_hz,
                    interference=None if args.interference == "off" else args.interference,
-                   interference_shift_m=args.interference_mm)
+                   interference_shift_m=args.interference_mm, video_every=args.videos)
     s = run_episode(spec, console_sock=console_sock)
     label = " [oracle: privileged simulator state]" if s["privileged"] else ""
     print(f"{'SUCCESS' if s['success'] else 'FAILURE'}: {s['outcome']} - {s['reason']}{label}")
-    print(f"  steps {s['steps']}/{s['step_budget']}, batches {s['batches']}, replans {s['replans']}, "
-          f"VLM calls {s['vlm_calls']}, wall {s['episode_wall_s']:.1f} s")
+    for line in end_lines(s):
+        print(line)
     itf = s.get("interference")
     if itf:
         ev, m = itf["event"], itf["measures"] or {}
@@ -44,7 +44,28 @@ def _run(args) -> int:
     print(f"  record: {s['run_dir']}/events.jsonl  summary: {s['run_dir']}/summary.json")
     if s.get("media"):
         print("  media: " + ", ".join(s["media"].values()))
+    ro = s.get("rollout")
+    if ro:
+        print(f"  rollout: {ro.get('video') or ro.get('note', 'not written')} ({ro['frames']} frames, "
+              f"{ro['rate']}, {ro['fps']:g} fps)")
+    if s.get("episode_page"):
+        print(f"  episode page: {s['episode_page']}")
     return 0 if s["success"] else 1
+
+
+def end_lines(s: dict) -> list[str]:
+    """An episode's end summary: budgets, the VLM calls (the count summary.json gives) and their
+    trouble, and the timing split (VLM the loop waited for / motion / overhead; adds up to the wall)."""
+    trouble = s.get("vlm_trouble") or {}
+    out = [f"  steps {s['steps']}/{s['step_budget']}, batches {s['batches']}, replans {s['replans']}, "
+           f"VLM calls {s['vlm_calls']}, wall {s['episode_wall_s']:.1f} s",
+           f"  time: {s.get('wall_s', 0):.1f} s = VLM {s.get('vlm_s', 0):.1f} + motion {s.get('motion_s', 0):.1f} "
+           f"+ overhead {s.get('overhead_s', 0):.1f}"
+           + (f" (Monitor and Memory calls beside them: {s['vlm_background_s']:.1f} s)"
+              if s.get("vlm_background_s") else "")]
+    if trouble:
+        out.append("  VLM trouble: " + ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in trouble.items()))
+    return out
 
 
 # Subcommands that live beside their code: each module has ``register(subparsers)`` which adds its
@@ -93,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "e.g. 448 for vllm-qwen2.5-vl, 896 for Gemma 3; 128 for the oracle)")
     r.add_argument("--no-images", action="store_true", help="do not render camera images for the roles")
     r.add_argument("--no-media", action="store_true", help="do not write the contact sheet and video")
+    r.add_argument("--videos", nargs="?", type=positive_int, const=1, default=None, metavar="EVERY",
+                   help="also a rollout video (both cameras side by side, a frame every EVERY control steps; "
+                        "1, the control rate, when given without a number) and the episode page episode.html; "
+                        "default: none")
     r.add_argument("--out", default=None, type=out_dir,
                    help="run directory (default: runs/<time>_<suite>_t<task>_i<init>_<brain>)")
     r.add_argument("--mcap", default=None, metavar="FILE",

@@ -4,6 +4,9 @@
     RUN_DIR/summary.json        outcome, budgets, timings, VLM call totals, simulator versions
     RUN_DIR/contact_sheet.png   frames captured whenever a role looked, labelled
     RUN_DIR/video.mp4           the same frames as a short video (when OpenCV can write mp4)
+    RUN_DIR/rollout.mp4         with --videos: the rollout, every camera side by side, at the control
+                                rate or a stated fraction of it (rollout.json says which)
+    RUN_DIR/episode.html        with --videos: the episode on one page (evaluate/episode_page.py)
 
 Writing is thread-safe and every line is flushed as it is written, so a crashed run keeps
 everything up to the crash. An event value JSON cannot hold is written as a bounded description of
@@ -140,3 +143,86 @@ class Recorder:
             if self._fh:
                 self._fh.close()
                 self._fh = None
+
+
+ROLLOUT_PX = 128            # each camera's tile in the rollout video, px high (small: cheap to write and load)
+
+
+class Rollout:
+    """A rollout video (``--videos``): every camera side by side, one frame every ``every`` control
+    steps, taken while the robot executes (not only when a role looks).
+
+    The hook is the backend's per-control-step call (``_raw_step``: LIBERO's env step), wrapped on
+    this robot instance while attached and restored by ``detach`` (an evaluation's simulator is
+    reused by the next episode). A backend without one has no control steps to film: ``attach``
+    says so and the video is not written. Each frame renders the cameras at the backend's image
+    size and is shrunk to ``px`` high; the video plays at the control rate / ``every``
+    (``control_hz``: the backend's ``STEP_S``, LIBERO 20 Hz), as ``rollout.json`` states."""
+
+    def __init__(self, robot, every: int = 1, px: int = ROLLOUT_PX, control_hz: float | None = None):
+        if int(every) < 1:
+            raise ValueError(f"rollout every: at least 1 control step a frame, got {every}")
+        self.robot, self.every, self.px = robot, int(every), int(px)
+        import sys
+        step_s = getattr(robot, "step_s", None) or getattr(sys.modules.get(type(robot).__module__), "STEP_S", None)
+        self.control_hz = float(control_hz or (1.0 / step_s if step_s else 20.0))
+        self.frames: list[np.ndarray] = []
+        self.steps = 0
+        self.note = ""
+        self._orig = None
+
+    def attach(self) -> "Rollout":
+        raw = getattr(self.robot, "_raw_step", None)
+        if raw is None or not hasattr(self.robot, "render"):
+            self.note = f"{type(self.robot).__name__} has no per-step hook to film: no rollout video"
+            return self
+        self._orig = raw
+
+        def step(action, _raw=raw):
+            _raw(action)
+            self.steps += 1
+            if self.steps % self.every == 0:
+                self._grab()
+        self.robot._raw_step = step          # this instance only; detach() restores the class's
+        return self
+
+    def detach(self) -> None:
+        if self._orig is not None:
+            self.robot.__dict__.pop("_raw_step", None)
+            self._orig = None
+
+    def _grab(self) -> None:
+        import cv2
+        tiles = []
+        for cam in list(getattr(self.robot, "camera_names", []) or []):
+            img = np.asarray(self.robot.render(cam))
+            h, w = img.shape[:2]
+            if h != self.px:
+                img = cv2.resize(img, (max(1, round(w * self.px / h)), self.px), interpolation=cv2.INTER_AREA)
+            tiles.append(img)
+        if tiles:
+            self.frames.append(np.concatenate(tiles, axis=1))
+
+    def write(self, run_dir: str | Path) -> dict:
+        """rollout.mp4 (when OpenCV can write mp4) and rollout.json: frames, steps, fps, the fraction."""
+        self.detach()
+        d = Path(run_dir)
+        info = {"frames": len(self.frames), "control_steps": self.steps, "every": self.every,
+                "control_hz": self.control_hz, "fps": round(self.control_hz / self.every, 3),
+                "rate": "the control rate" if self.every == 1 else f"1/{self.every} of the control rate",
+                **({"note": self.note} if self.note else {})}
+        if self.frames:
+            import cv2
+            h, w = self.frames[0].shape[:2]
+            vp = d / "rollout.mp4"
+            vw = cv2.VideoWriter(str(vp), cv2.VideoWriter_fourcc(*"mp4v"), info["fps"], (w, h))
+            if vw.isOpened():
+                for img in self.frames:
+                    vw.write(cv2.cvtColor(img if img.shape[:2] == (h, w) else cv2.resize(img, (w, h)),
+                                          cv2.COLOR_RGB2BGR))
+                vw.release()
+                info["video"] = str(vp)
+            else:
+                info["note"] = "OpenCV cannot write mp4 here"
+        (d / "rollout.json").write_text(json.dumps(info, indent=1))
+        return info

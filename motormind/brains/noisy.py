@@ -64,6 +64,13 @@ class NoisyBrain(BrainWrapper):
         if hasattr(inner, "on_plan"):
             inner.on_plan = self._on_plan
 
+    def counts(self) -> dict:
+        """What was injected, per kind; persistent errors cleared; those still active now (an
+        episode's end: the errors in force when it failed). Summaries and result rows carry it."""
+        with self.lock:
+            return {"injected": {k: n for k, n in self.injected.items() if n},
+                    "cleared": {k: n for k, n in self.cleared.items() if n}, "active_at_end": sorted(self.active)}
+
     # -- draws and clearing ------------------------------------------------------------------------
     def _hit(self, kind: str, rng=None) -> bool:
         return self.rates[kind] > 0 and (rng or self.rng).random() < self.rates[kind]

@@ -39,6 +39,8 @@ class RunSpec:
     console_frame_hz: float = 2.0       # console frames per second mid-command (each render holds the simulator)
     interference: str | None = None     # an object moved mid-episode: "WHAT@WHEN" (evaluate/interference.py), None: off
     interference_shift_m: tuple | None = None   # its displacement range, m (lo, hi); None: evaluate/interference.py's
+    video_every: int | None = None      # --videos: a rollout video, a frame every N control steps (record.Rollout),
+                                        # and the episode page (episode.html); None: neither
 
 
 def default_run_dir(spec: RunSpec, root: str = "runs") -> Path:
@@ -90,7 +92,7 @@ def vlm_totals(rec: Recorder) -> dict:
     """A listener that totals the record's VLM calls (cost, retries, repairs, fail-safes)."""
     tot = {"calls": 0, "ok": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
            "retries": 0, "repairs": 0, "failed_safe": 0, "transport_failures": 0, "server_faults": 0,
-           "quirks": {}, "server_quirks": 0}
+           "quirks": {}, "server_quirks": 0, "latency_by_role": {}}
 
     def listen(ev: dict) -> None:
         k = ev["kind"]
@@ -102,6 +104,9 @@ def vlm_totals(rec: Recorder) -> dict:
             tot["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
             tot["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
             tot["cost_usd"] = round(tot["cost_usd"] + float(meta.get("cost_usd", 0.0) or 0.0), 8)
+            role = str(ev.get("role", "?"))
+            tot["latency_by_role"][role] = round(tot["latency_by_role"].get(role, 0.0)
+                                                 + float(ev.get("latency_s", 0.0) or 0.0), 4)
             if "brain call failed" in (ev.get("error") or ""):
                 tot["transport_failures"] += 1
         elif k == "vlm_retry":          # the openai brain's own retries (429, 5xx, timeouts)
@@ -119,6 +124,35 @@ def vlm_totals(rec: Recorder) -> dict:
             tot["server_quirks"] += 1
     rec.listeners.append(listen)
     return tot
+
+
+# the roles the episode waits for; the Monitor and the Memory answer on their own threads, beside motion
+BLOCKING_ROLES = ("planner", "executor", "verifier")
+
+
+def vlm_trouble(tot: dict) -> dict:
+    """What went wrong with the VLM, from ``vlm_totals``: calls failed safe (a role gave up), repair
+    rounds, truncation retries, answers read from the reasoning field, transport retries and
+    failures, server faults. Only the kinds that happened."""
+    q = tot.get("quirks") or {}
+    out = {"failed_safe": tot.get("failed_safe", 0), "repairs": tot.get("repairs", 0),
+           "truncation_retries": q.get("truncated", 0), "answer_in_reasoning": q.get("answer_in_reasoning", 0),
+           "retries": tot.get("retries", 0), "transport_failures": tot.get("transport_failures", 0),
+           "server_faults": tot.get("server_faults", 0)}
+    return {k: v for k, v in out.items() if v}
+
+
+def timing(result: dict, tot: dict) -> dict:
+    """The episode's wall time split so it adds up: VLM time the loop waited for (the blocking
+    roles' calls), motion (the reports' durations), and the rest (overhead: rendering, marking,
+    validation, bookkeeping). The Monitor's and the Memory's calls run beside the others and are
+    given apart (``vlm_background_s``)."""
+    by_role = tot.get("latency_by_role") or {}
+    blocking = sum(v for r, v in by_role.items() if r in BLOCKING_ROLES)
+    background = sum(v for r, v in by_role.items() if r not in BLOCKING_ROLES)
+    wall, motion = float(result.get("wall_s", 0.0)), float(result.get("motion_s", 0.0))
+    return {"vlm_s": round(blocking, 3), "vlm_background_s": round(background, 3), "motion_s": round(motion, 3),
+            "overhead_s": round(max(0.0, wall - blocking - motion), 3)}
 
 
 def interference_seed(spec: RunSpec) -> int:
@@ -184,6 +218,7 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
     base_brain = None
     mcap = None
     console = None
+    frames = None
     try:
         if spec.console is not None:
             console = _attach_console(spec, robot, rec, progress, console_sock)
@@ -220,6 +255,9 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
                                    steps_fn=lambda: robot.steps_used, progress=progress)
         if mcap:
             runner.observers.append(mcap.observe)
+        if spec.video_every:
+            from ..record import Rollout
+            frames = Rollout(robot, spec.video_every).attach()
         itf = probe = None
         itf_missed, shift = "", ()
         if spec.interference:
@@ -238,11 +276,18 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         summary = {**header, **result.to_json(), "vlm_tokens": {k: runner.vlm[k] for k in
                                                                  ("input_tokens", "output_tokens")},
                    "vlm": dict(vtot),
+                   # one count of calls everywhere: every recorded call, the Memory's last flush included
+                   "vlm_calls": vtot["calls"], "vlm_trouble": vlm_trouble(vtot), **timing(result.to_json(), vtot),
                    "episode_wall_s": round(time.monotonic() - t0, 3), "run_dir": str(run_dir),
                    "events": rec.counts, **({"mcap": str(mcap.path)} if mcap else {}),
                    # who answered each role, as the served endpoint said (manual, auto:no-cancel, oracle)
                    **({"answered_by": dict(base_brain.answered_by)} if getattr(base_brain, "answered_by", None)
                       else {})}
+        counts = getattr(brain, "counts", None)     # the noisy brain: the errors it injected
+        if callable(counts) and brain is not base_brain:
+            summary["noise_counts"] = counts()
+        if frames is not None:
+            summary["rollout"] = frames.write(run_dir)
         rec("episode_end", **{k: summary[k] for k in ("success", "outcome", "reason", "steps", "wall_s")})
         if spec.interference:
             summary["interference"] = {
@@ -254,6 +299,9 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         if spec.media:
             summary["media"] = rec.write_media()
         rec.write_json("summary.json", summary)
+        if spec.video_every:
+            from ..evaluate.episode_page import write_page
+            summary["episode_page"] = str(write_page(run_dir))
         if console is not None:
             console.detach(f"the episode ended: {result.outcome}")
             if spec.console_hold:
@@ -261,6 +309,8 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
                 _hold()
         return summary
     finally:
+        if frames is not None:
+            frames.detach()               # a reused simulator goes on unfilmed
         if console is not None:
             console.close()
         if mcap:

@@ -108,7 +108,10 @@ def register(sub) -> None:
     p.add_argument("--max-steps", type=positive_int, default=None, help="override the suites' standard step budgets")
     p.add_argument("--wall-budget", type=seconds, default=WALL_BUDGET_S, help="per-episode wall-clock budget, s (> 0)")
     p.add_argument("--no-images", action="store_true", help="do not render images for the roles (oracle only)")
-    p.add_argument("--videos", action="store_true", help="write a contact sheet and video per episode")
+    p.add_argument("--videos", nargs="?", type=positive_int, const=1, default=0, metavar="EVERY",
+                   help="per episode: a rollout video (both cameras side by side, a frame every EVERY control "
+                        "steps; EVERY 1, the control rate, when given without a number), the contact sheet, and "
+                        "an episode page (episode.html) linked from the report; default: none")
     p.add_argument("--backend", default="libero", choices=["libero", "fake"],
                    help="fake: the kinematic fake with a scripted brain (to exercise the machinery)")
     p.add_argument("--out", default=None, type=out_dir,
@@ -164,9 +167,14 @@ def main(a) -> int:
     jobs = grid(suites, tasks, inits, seeds, a.brain, a.ablations, noise, max_steps=a.max_steps,
                 wall_budget_s=a.wall_budget, images=not a.no_images, backend=a.backend,
                 vlm=a.vlm if a.brain == "openai" else None, vlm_set=tuple(a.vlm_set) if a.brain == "openai" else (),
-                interference=a.interference, interference_shift_m=a.interference_mm)
+                interference=a.interference, interference_shift_m=a.interference_mm, video_every=a.videos)
     todo = [j for j in jobs if not store.done(j.key)]
-    (out / "eval.json").write_text(json.dumps({"argv": sys.argv[1:], "episodes": len(jobs)}, indent=2))
+    from .provenance import load as load_stamp
+    from .provenance import stamp
+    st = stamp()
+    st["first_date"] = load_stamp(out).get("first_date") or st["date"]     # a resumed run keeps its first start
+    (out / "eval.json").write_text(json.dumps({"argv": sys.argv[1:], "episodes": len(jobs), "provenance": st},
+                                              indent=2))
     keys = {j.key for j in jobs}
     prior = [r for k, r in store.rows.items() if k in keys]
     print(f"[eval] {len(jobs)} episodes, {len(prior)} already finished in {out / 'results.jsonl'}"
@@ -180,17 +188,63 @@ def main(a) -> int:
     def on_row(row):
         if store.append(row):
             progress(row)
-    if todo:
-        if a.ray:
-            pool.run_ray(todo, str(out), None if a.ray == "auto" else a.ray, on_row, a.workers,
-                         concurrency=a.concurrency, max_in_flight=a.max_in_flight)
-        elif a.workers <= 0:
-            pool.run_inline(todo, str(out), on_row, a.concurrency, a.max_in_flight)
-        else:
-            pool.run_local(todo, str(out), a.workers, on_row, concurrency=a.concurrency,
-                           max_in_flight=a.max_in_flight, endpoint=_endpoint(a))
+    stop = _interruptible()
+    try:
+        if todo:
+            if a.ray:
+                pool.run_ray(todo, str(out), None if a.ray == "auto" else a.ray, on_row, a.workers,
+                             concurrency=a.concurrency, max_in_flight=a.max_in_flight)
+            elif a.workers <= 0:
+                pool.run_inline(todo, str(out), on_row, a.concurrency, a.max_in_flight, stop=stop)
+            else:
+                pool.run_local(todo, str(out), a.workers, on_row, concurrency=a.concurrency,
+                               max_in_flight=a.max_in_flight, endpoint=_endpoint(a), stop=stop)
+    finally:
+        stop.restore()
     rows = [store.rows[j.key] for j in jobs if j.key in store.rows]
     paths = write_reports(rows, out)
     print(open(paths["markdown"]).read())
     print(f"[eval] results: {store.path}  report: {paths['markdown']}, {paths['html']}", file=sys.stderr)
+    if stop.is_set() and len(rows) < len(jobs):
+        import shlex
+        again = sys.argv[1:] if "--out" in sys.argv else [*sys.argv[1:], "--out", str(out)]
+        print(f"[eval] stopped by Ctrl-C: {len(rows)} of {len(jobs)} episodes finished, the report covers them; "
+              f"resume with: motormind {shlex.join(again)}", file=sys.stderr)
+        return 130
     return 0
+
+
+class _Stop:
+    """eval's Ctrl-C: the first stops at the next episode boundary (the episodes under way finish,
+    their rows are kept, the report covers what finished); a second stops now."""
+
+    def __init__(self):
+        import signal
+        import threading
+        self._event = threading.Event()
+        self._signal = signal
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._first)
+
+    def _first(self, signum, frame) -> None:
+        if self._event.is_set():
+            raise KeyboardInterrupt
+        self._event.set()
+        print("\n[eval] Ctrl-C: stopping after the episodes under way (Ctrl-C again to stop now)",
+              file=sys.stderr, flush=True)
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def restore(self) -> None:
+        if self._old is not None:
+            self._signal.signal(self._signal.SIGINT, self._old)
+            self._old = None
+
+
+def _interruptible() -> _Stop:
+    return _Stop()

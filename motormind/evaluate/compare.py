@@ -7,7 +7,9 @@ perturbation, overall) the success of each directory on the matched episodes is 
 95% Wilson interval, and the difference of each later directory from the first with a 95%
 interval for a difference of paired proportions (Newcombe 1998, method 10: Wilson limits of each
 rate, corrected for the correlation of the pairs). Episodes that only some directories have are
-counted and left out. Writes ``compare.md`` and ``compare.html`` (``--out``, default the first
+counted and left out. Then what an episode costs in each (mean time, control steps, VLM calls,
+tokens, cost) with the differences, and the episodes whose success flipped between directories.
+Writes ``compare.md`` and ``compare.html`` (``--out``, default the first
 directory) and prints the Markdown.
 """
 from __future__ import annotations
@@ -81,7 +83,65 @@ def compare(dirs: list[str | Path]) -> dict:
                      for run in runs[1:]]
             lines.append((name, per, diffs))
         out["groups"][table] = lines
+    out["costs"] = [_costs([run[i] for i in ids]) for run in runs]
+    out["flipped"] = [(_name(i), [bool(run[i]["success"]) for run in runs], [run[i].get("outcome", "") for run in runs])
+                      for i in ids if len({bool(run[i]["success"]) for run in runs}) > 1]
     return out
+
+
+# what an episode costs, compared: (key, label, how it is averaged over the matched episodes)
+COST_FIELDS = (("episode_s", "episode s", "mean"), ("steps", "steps", "mean"), ("vlm_calls", "VLM calls", "mean"),
+               ("tokens", "tokens", "mean"), ("cost", "cost USD", "mean"))
+
+
+def _costs(rs: list[dict]) -> dict:
+    """Means an episode over ``rs``: time, control steps, VLM calls, tokens, cost (None where no
+    episode was priced)."""
+    n = max(1, len(rs))
+    priced = [float(r["vlm_cost_usd"]) for r in rs if r.get("vlm_cost_usd") is not None]
+    return {"episode_s": sum(float(r.get("episode_s", 0.0)) for r in rs) / n,
+            "steps": sum(float(r.get("steps", 0) or 0) for r in rs) / n,
+            "vlm_calls": sum(float(r.get("vlm_calls", 0) or 0) for r in rs) / n,
+            "tokens": sum(sum((r.get("vlm_tokens") or {}).values()) for r in rs) / n,
+            "cost": sum(priced) / len(priced) if priced else None}
+
+
+def _name(i: tuple) -> str:
+    """An episode's id as text: suite/task/init/s<seed>/ablation[/noise]."""
+    suite, task, init, seed, ab, noise = i
+    return f"{suite}/{task}/{init}/s{seed}/{ab}" + ("" if noise in ("{}", "", "None") else f"/{noise}")
+
+
+def _num(x, key: str) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.4f}" if key == "cost" else f"{x:.1f}"
+
+
+def _delta(a, b, key: str) -> str:
+    if a is None or b is None:
+        return "-"
+    d = b - a
+    pct = f" ({100 * d / a:+.0f}%)" if a else ""
+    return (f"{d:+.4f}" if key == "cost" else f"{d:+.1f}") + pct
+
+
+def cost_rows(res: dict) -> tuple[list[str], list[list[str]]]:
+    """(head, rows) of the cost table: each directory's means an episode and each later one's
+    difference from the first."""
+    labels = res["labels"]
+    head = ["per episode (mean)"] + labels + [f"{lab} - {labels[0]}" for lab in labels[1:]]
+    rows = []
+    for key, name, _ in COST_FIELDS:
+        vals = [c[key] for c in res["costs"]]
+        rows.append([name, *[_num(v, key) for v in vals], *[_delta(vals[0], v, key) for v in vals[1:]]])
+    return head, rows
+
+
+def flipped_rows(res: dict) -> tuple[list[str], list[list[str]]]:
+    head = ["episode"] + res["labels"]
+    return head, [[name, *[("success" if ok else f"FAIL {o}") for ok, o in zip(oks, outs)]]
+                  for name, oks, outs in res["flipped"]]
 
 
 def _pct(x: float) -> str:
@@ -103,7 +163,17 @@ def markdown(res: dict) -> str:
             cells += [f"{_pct(d)} pts [{_pct(lo)}, {_pct(hi)}]" for d, lo, hi in diffs]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-    return "\n".join(lines)
+    head, rows = cost_rows(res)
+    lines += ["## What an episode costs", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows] + [""]
+    head, rows = flipped_rows(res)
+    lines += [f"## Flipped episodes ({len(rows)})", ""]
+    if rows:
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+    else:
+        lines.append("None: every matched episode has the same result in every directory.")
+    return "\n".join(lines + [""])
 
 
 def html_page(res: dict, md: str) -> str:
@@ -118,6 +188,10 @@ def html_page(res: dict, md: str) -> str:
                                            for k, n, ci in per],
                         *[f"{_pct(d)} pts [{_pct(lo)}, {_pct(hi)}]" for d, lo, hi in diffs]])
         body.append(f"<h2>{tname.capitalize()}</h2>" + table(head, trs))
+    body.append("<h2>What an episode costs</h2>" + table(*cost_rows(res)))
+    fh, fr = flipped_rows(res)
+    body.append(f"<h2>Flipped episodes ({len(fr)})</h2>" + (table(fh, fr) if fr else
+                                                             "<p>None: every matched episode has the same result.</p>"))
     return (f"<!doctype html><meta charset='utf-8'><title>Comparison</title><style>{STYLE}</style><body>"
             + "\n".join(body) + "</body>")
 

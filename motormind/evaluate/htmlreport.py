@@ -59,6 +59,8 @@ def episode_rows(rows: list[dict], out: Path) -> list[list]:
     for r in sorted(rows, key=lambda r: r["key"]):
         links = " ".join(x for x in (_link(out, r.get("run_dir", ""), "events.jsonl", "record"),
                                      _link(out, r.get("run_dir", ""), "summary.json", "summary"),
+                                     _link(out, r.get("run_dir", ""), "episode.html", "episode"),
+                                     _link(out, r.get("run_dir", ""), "rollout.mp4", "rollout"),
                                      _link(out, r.get("run_dir", ""), "video.mp4", "video"),
                                      _link(out, r.get("run_dir", ""), "contact_sheet.png", "frames")) if x)
         cost = r.get("vlm_cost_usd")
@@ -74,8 +76,56 @@ STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:1em auto}table{bor
          "th{background:#f0f0f0}tbody tr:nth-child(even){background:#fafafa}.note{color:#a00}")
 
 
-def page(rows: list[dict], out: str | Path, title: str, plots: list[tuple[str, str]]) -> str:
+def sections(md_lines: list[str]) -> str:
+    """report.md's sections (headings, paragraphs, pipe tables) as HTML: the same lines, so the two
+    reports show the same numbers from one definition (report.py builds them)."""
+    out, para, tab = [], [], []
+
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    def flush():
+        if para:
+            out.append(f"<p>{_e(' '.join(para))}</p>")
+            para.clear()
+        if tab:
+            body = [cells(x) for x in tab[1:] if not set(x.replace("|", "").strip()) <= set("-: ")]
+            out.append(table(cells(tab[0]), body))
+            tab.clear()
+    for line in md_lines:
+        if line.startswith("#"):
+            flush()
+            level = min(4, len(line) - len(line.lstrip("#")))
+            out.append(f"<h{level}>{_e(line.lstrip('#').strip())}</h{level}>")
+        elif line.startswith("|"):
+            if para:
+                flush()
+            tab.append(line)
+        elif not line.strip():
+            flush()
+        else:
+            if tab:
+                flush()
+            para.append(line.replace("`", ""))
+    flush()
+    return "\n".join(out)
+
+
+def provenance_html(rows: list[dict], stamp: dict | None) -> str:
+    """The provenance block (evaluate/provenance.py): command, commit, date, versions, brain."""
+    from .provenance import lines
+    pairs = lines(rows, stamp)
+    if not pairs:
+        return ""
+    return ("<h2>Provenance</h2><table class='provenance'><tbody>" +
+            "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in pairs) + "</tbody></table>")
+
+
+def page(rows: list[dict], out: str | Path, title: str, plots: list[tuple[str, str]],
+         stamp: dict | None = None) -> str:
     """The whole report.html."""
+    from .report import failing_tasks, interference_tables, noise_section, perturbation_grid, vlm_trouble_section
+    from .steps import section
     out = Path(out)
     body = [f"<h1>{_e(title)}</h1>"]
     if not rows:
@@ -94,9 +144,12 @@ def page(rows: list[dict], out: str | Path, title: str, plots: list[tuple[str, s
             instr = next((r.get("instruction") for r in rs if r.get("instruction")), "")
             per_task.append([f"{suite} / {task}", instr, *_cells("", s)[1:]])
         body.append("<h2>By task</h2>" + table(("suite / task", "instruction", *COLUMNS[1:]), per_task))
+        body.append(sections(perturbation_grid(rows) + failing_tasks(rows) + interference_tables(rows)
+                             + noise_section(rows) + vlm_trouble_section(rows) + section(rows)))
         for name, img in plots:
             body.append(f"<h2>{_e(name)}</h2><img alt='{_e(name)}' src='data:image/png;base64,{img}'>")
         body.append("<h2>Episodes</h2>" + table(("episode", "success", "outcome", "cause", "steps", "episode s",
                                                  "VLM calls", "tokens", "cost USD", "record"), episode_rows(rows, out)))
+    body.append(provenance_html(rows, stamp))
     return (f"<!doctype html><meta charset='utf-8'><title>{_e(title)}</title><style>{STYLE}</style><body>"
             + "\n".join(body) + "</body>")

@@ -41,6 +41,7 @@ class Job:
     attempt: int = 0
     interference: str = "off"            # "WHAT@WHEN" (evaluate/interference.py) or "off"
     interference_shift_m: tuple = SHIFT_M
+    video_every: int = 0                 # --videos: a rollout video, a frame every N control steps (0: none)
 
     @property
     def key(self) -> str:
@@ -80,7 +81,8 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None)
     from ..registry import build_robot
     spec = RunSpec(suite=job.suite, task=job.task, init_state=job.init_state, seed=job.seed, brain=job.brain,
                    max_steps=job.max_steps, wall_budget_s=job.wall_budget_s, images=job.images, out=run_dir,
-                   media=False, vlm=job.vlm, vlm_set=job.vlm_set,
+                   media=bool(job.video_every), vlm=job.vlm, vlm_set=job.vlm_set,
+                   video_every=job.video_every or None,
                    interference=None if job.interference == "off" else job.interference,
                    interference_shift_m=tuple(job.interference_shift_m))
     robot = None
@@ -112,7 +114,9 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None)
 
 
 def _row(job: Job, s: dict, wall: float) -> dict:
+    from .. import __version__
     vlm_s, motion_s = float(s.get("vlm_s", 0.0)), float(s.get("motion_s", 0.0))
+    noise = s.get("noise_counts") or {}
     return {**job.to_json(), "success": bool(s["success"]), "outcome": s["outcome"], "reason": s["reason"],
             "fault_kind": s.get("fault_kind"),
             "steps": s["steps"], "step_budget": s.get("step_budget"), "batches": s["batches"],
@@ -121,6 +125,11 @@ def _row(job: Job, s: dict, wall: float) -> dict:
             "vlm_tokens": s.get("vlm_tokens", {}), "vlm_cost_usd": _cost(s), "vlm_s": round(vlm_s, 3), "motion_s": round(motion_s, 3),
             "episode_s": round(float(s["wall_s"]), 3), "job_s": round(wall, 3),
             "overhead_s": round(max(0.0, float(s["wall_s"]) - vlm_s - motion_s), 3),
+            "vlm_background_s": s.get("vlm_background_s"), "vlm_trouble": s.get("vlm_trouble") or {},
+            "motormind": s.get("motormind") or __version__,
+            # the noisy brain: errors injected per kind, and those still in force when the episode ended
+            **({"noise_injected": noise.get("injected", {}), "noise_active_at_end": noise.get("active_at_end", [])}
+               if noise else {}),
             "brain_label": s.get("brain"), "privileged": bool(s.get("privileged")),
             "answered_by": s.get("answered_by"),
             "instruction": s.get("instruction", ""), "simulator": s.get("simulator", {}),

@@ -52,8 +52,12 @@ def _run_dir(out_dir: str, job: Job) -> str:
 
 
 def _worker(wid: int, jobs, results, out_dir: str, concurrency: int = 1, max_in_flight: int | None = None,
-            shared=None, parent: int | None = None) -> None:
+            shared=None, parent: int | None = None, stop=None) -> None:
+    import signal
     import threading
+    # a terminal's Ctrl-C reaches the whole process group: the coordinator decides (it stops at the
+    # next episode boundary); a worker finishes the episode under way and takes no other
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     from ..brains.gate import Gates
     from ..lifeline import follow_parent
@@ -71,6 +75,8 @@ def _worker(wid: int, jobs, results, out_dir: str, concurrency: int = 1, max_in_
                 break
             results.put(("group", wid, [j.key for j in group], os.getpid()))
             for job in group:
+                if stop is not None and stop.is_set():
+                    break
                 results.put(("start", wid, job.key, os.getpid()))
                 cache = shelf.take(job)          # an idle simulator of this task, if the worker has one
                 try:
@@ -155,9 +161,12 @@ def _error_row(job: Job, outcome: str, reason: str) -> dict:
 
 def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dict], None],
               max_attempts: int = 2, concurrency: int = 1, max_in_flight: int | None = None,
-              endpoint: str | None = None) -> None:
-    """``endpoint``: the VLM config's base URL, whose ``max_in_flight`` is shared by all the workers."""
+              endpoint: str | None = None, stop=None) -> None:
+    """``endpoint``: the VLM config's base URL, whose ``max_in_flight`` is shared by all the workers.
+    ``stop`` (a threading.Event, set by eval's Ctrl-C): no episode starts after it is set; the
+    episodes under way finish and their rows are recorded, then this returns."""
     ctx = mp.get_context("spawn")
+    wstop = ctx.Event()
     shared = None
     if max_in_flight and endpoint:
         from ..brains.gate import SharedCap
@@ -180,15 +189,20 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
     def spawn():
         nonlocal next_id
         p = ctx.Process(target=_worker, args=(next_id, jq, rq, out_dir, concurrency, max_in_flight, shared,
-                                              os.getpid()), daemon=True)
+                                              os.getpid(), wstop), daemon=True)
         p.start()
         procs[next_id] = p
         next_id += 1
 
     for _ in range(min(workers, -(-len(groups) // concurrency))):
         spawn()
+    hard = False
     try:
         while pending:
+            if stop is not None and stop.is_set():
+                wstop.set()
+                if not any(inflight.values()):        # the episodes under way have finished
+                    break
             try:
                 msg = rq.get(timeout=0.5)
             except queue.Empty:
@@ -212,7 +226,8 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
                                           f"the worker died {max_attempts} times (exit code {p.exitcode})"))
                         finished.add(key)
                         pending -= 1
-                if pending and len(procs) < workers and (pending > len(procs) * concurrency or not procs):
+                if pending and len(procs) < workers and (pending > len(procs) * concurrency or not procs) \
+                        and not wstop.is_set():
                     spawn()
             if msg is None:
                 continue
@@ -241,11 +256,14 @@ def run_local(jobs: list[Job], out_dir: str, workers: int, on_row: Callable[[dic
                 row["traceback"] = data["traceback"]
             on_row(row)
             pending -= 1
+    except KeyboardInterrupt:                     # a second Ctrl-C: now
+        hard = True
+        raise
     finally:
         for _ in range(len(procs) * concurrency):
             jq.put(None)
         for p in procs.values():
-            p.join(timeout=10)
+            p.join(timeout=0 if hard else 10)
             if p.is_alive():
                 p.kill()
 
@@ -315,7 +333,7 @@ def run_ray(jobs: list[Job], out_dir: str, address: str | None, on_row: Callable
 
 
 def run_inline(jobs: list[Job], out_dir: str, on_row: Callable[[dict], None], concurrency: int = 1,
-               max_in_flight: int | None = None) -> None:
+               max_in_flight: int | None = None, stop=None) -> None:
     """No worker processes (workers=0): the simplest path, handy under a debugger; ``concurrency``
     episode slots (threads) as in a worker."""
     import threading
@@ -336,6 +354,8 @@ def run_inline(jobs: list[Job], out_dir: str, on_row: Callable[[dict], None], co
                 except queue.Empty:
                     return
                 for j in group:
+                    if stop is not None and stop.is_set():
+                        return
                     try:
                         row = run_job(j, _run_dir(out_dir, j), cache, gates)
                     except Exception as e:  # noqa: BLE001

@@ -163,6 +163,47 @@ def interference_tables(rows: list[dict]) -> list[str]:
     return lines + [""]
 
 
+def noise_section(rows: list[dict]) -> list[str]:
+    """The noisy brain's errors per ablation: episodes, errors injected per kind (total), and over
+    the failed episodes, the persistent errors still in force at their end. Empty without noise."""
+    noisy = [r for r in rows if r.get("noise_injected") is not None]
+    if not noisy:
+        return []
+    kinds = sorted({k for r in noisy for k in (r.get("noise_injected") or {})} |
+                   {k for r in noisy for k in (r.get("noise_active_at_end") or [])})
+    lines = ["## Injected errors (noisy brain)", "",
+             "Errors the noisy brain injected, totals per kind over the episodes; and, over the failed "
+             "episodes, how many ended with each persistent error still in force.", "",
+             "| ablation | episodes | failed | injected: " + (", ".join(kinds) or "none") +
+             " | active at failure |", "|---|---|---|---|---|"]
+    for ab, rs in group(noisy, lambda r: f"{r['ablation']}" + (f" noise={_noise_label(r['noise'])}"
+                                                                   if r.get("noise") else "")).items():
+        tot = {k: sum((r.get("noise_injected") or {}).get(k, 0) for r in rs) for k in kinds}
+        failed = [r for r in rs if not r["success"]]
+        act = defaultdict(int)
+        for r in failed:
+            for k in r.get("noise_active_at_end") or []:
+                act[k] += 1
+        lines.append(f"| {ab} | {len(rs)} | {len(failed)} | " + (", ".join(f"{k} {tot[k]}" for k in kinds) or "0")
+                     + " | " + (", ".join(f"{k} {n}" for k, n in sorted(act.items())) or "-") + " |")
+    return lines + [""]
+
+
+def vlm_trouble_section(rows: list[dict]) -> list[str]:
+    """VLM trouble over the episodes (episode/run.py ``vlm_trouble``): calls failed safe, repair
+    rounds, truncation retries, answers read from the reasoning field. Empty when there was none."""
+    tot: dict = defaultdict(int)
+    eps: dict = defaultdict(int)
+    for r in rows:
+        for k, n in (r.get("vlm_trouble") or {}).items():
+            tot[k] += int(n)
+            eps[k] += 1
+    if not tot:
+        return []
+    return ["## VLM trouble", "", "| trouble | total | episodes |", "|---|---|---|",
+            *[f"| {k.replace('_', ' ')} | {tot[k]} | {eps[k]}/{len(rows)} |" for k in sorted(tot)], ""]
+
+
 def perturbation_grid(rows: list[dict]) -> list[str]:
     """Success per base suite (rows) and perturbation (columns), with 95% Wilson intervals, and a
     row over all suites: the shape of the oracle's grid in docs/evaluation.md. Empty unless the
@@ -196,7 +237,7 @@ def failing_tasks(rows: list[dict]) -> list[str]:
     return ["## Failing tasks", "", "| suite | task: failures / episodes |", "|---|---|"] + out + [""]
 
 
-def markdown(rows: list[dict], title: str = "MotorMind evaluation") -> str:
+def markdown(rows: list[dict], title: str = "MotorMind evaluation", stamp: dict | None = None) -> str:
     lines = [f"# {title}", ""]
     if not rows:
         return "\n".join(lines + ["No finished episodes."])
@@ -215,9 +256,13 @@ def markdown(rows: list[dict], title: str = "MotorMind evaluation") -> str:
     for name, tab in tables(rows).items():
         lines += [f"## {name.capitalize()}", "", HEADER] + [_fmt_row(k, s) for k, s in tab] + [""]
     lines += perturbation_grid(rows) + failing_tasks(rows)
-    lines += interference_tables(rows)
+    lines += interference_tables(rows) + noise_section(rows) + vlm_trouble_section(rows)
     from .steps import section
     lines += section(rows)
+    from .provenance import lines as provenance
+    pv = provenance(rows, stamp)
+    if pv:
+        lines += ["## Provenance", ""] + [f"- {k}: {v}" for k, v in pv] + [""]
     return "\n".join(lines)
 
 
@@ -259,10 +304,15 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def write_reports(rows: list[dict], out_dir: str | Path, title: str = "MotorMind evaluation") -> dict:
+def write_reports(rows: list[dict], out_dir: str | Path, title: str = "MotorMind evaluation",
+                  stamp: dict | None = None) -> dict:
+    """report.md and report.html; ``stamp``: the run's provenance (evaluate/provenance.py), by
+    default what ``motormind eval`` kept in OUT/eval.json."""
+    from .provenance import load
     out = Path(out_dir)
-    md = markdown(rows, title)
+    stamp = load(out) if stamp is None else stamp
+    md = markdown(rows, title, stamp)
     (out / "report.md").write_text(md)
     from .htmlreport import page
-    (out / "report.html").write_text(page(rows, out, title, _plots(rows) if rows else []))
+    (out / "report.html").write_text(page(rows, out, title, _plots(rows) if rows else [], stamp))
     return {"markdown": str(out / "report.md"), "html": str(out / "report.html")}

@@ -172,7 +172,7 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                         b.close()
                 err = emu.scene.placement_error_mm()
                 ok = emu.scene.success()
-                r = TrialResult(s, cond, trial.instruction, ok, res.outcome if res else "crash",
+                r = TrialResult(s, cond, trial.instruction, ok, str(res.outcome) if res else "crash",
                                 res.reason if res else fault, round(err, 2) if err is not None else None,
                                 round(time.monotonic() - t0, 2), res.batches if res else 0, res.replans if res else 0,
                                 getattr(b, "name", brain), bool(getattr(b, "privileged", False)),
@@ -205,8 +205,44 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                             "physics_capacity": round(sim / cpu, 1) if cpu > 0 else None},
                "results": [asdict(r) for r in results]}
     (root / "summary.json").write_text(json.dumps(summary, indent=1))
+    from motormind.evaluate.provenance import stamp
+    from motormind.evaluate.report import write_reports
+    summary["reports"] = write_reports(report_rows(results, cfg.name, root), root,
+                                       f"xArm6 placement trials: {cfg.name}", stamp())
     summary["out"] = str(root)
     return summary
+
+
+def report_rows(results: list[TrialResult], scene: str, root: Path) -> list[dict]:
+    """The trials as evaluation rows, for eval's report (report.md, report.html): a suite per
+    scene, a trial's seed as its init state, interference as a condition; times and VLM calls
+    from each trial's record."""
+    rows = []
+    for r in results:
+        run_dir = root / f"t{r.seed:03d}_{r.interference}"
+        calls, vlm_s = 0, 0.0
+        try:
+            for line in (run_dir / "events.jsonl").read_text().splitlines():
+                ev = json.loads(line)
+                if ev.get("kind") == "vlm_call":
+                    calls += 1
+                    if ev.get("role") in ("planner", "executor", "verifier"):
+                        vlm_s += float(ev.get("latency_s", 0.0) or 0.0)
+        except (OSError, ValueError):
+            pass
+        itf = "off" if r.interference == "off" else (f"fetched@{r.event['when']}" if r.event else "on")
+        rows.append({"key": f"xarm6_{scene}/0/{r.seed}/s0/{r.brain}/full/-/itf={r.interference}",
+                     "suite": f"xarm6_{scene}", "task": 0, "init_state": r.seed, "seed": 0, "ablation": "full",
+                     "noise": {}, "brain": r.brain, "brain_label": r.brain, "privileged": r.privileged,
+                     "success": r.success, "outcome": r.outcome, "reason": r.reason, "steps": 0,
+                     "step_budget": None, "batches": r.batches, "replans": r.replans, "verifier_rejections": 0,
+                     "controller_rejections": 0, "vlm_calls": calls, "vlm_tokens": {}, "vlm_cost_usd": None,
+                     "vlm_s": round(vlm_s, 3), "motion_s": 0.0, "episode_s": r.episode_s,
+                     "overhead_s": round(max(0.0, r.episode_s - vlm_s), 3), "instruction": r.instruction,
+                     "interference": None if r.interference == "off" else itf,
+                     "interference_event": r.event, "interference_missed": r.missed,
+                     "interference_measures": r.interference_measures, "run_dir": str(run_dir)})
+    return rows
 
 
 def format_summary(s: dict) -> str:
@@ -217,7 +253,8 @@ def format_summary(s: dict) -> str:
         lines.append(f"  {name:>3}: {c['successes']}/{c['n']} = {c['rate']:.1%} (95% Wilson {c['wilson95'][0]:.1%}-"
                      f"{c['wilson95'][1]:.1%}; seed paper {c['seed_paper']:.0%}); placement error median "
                      f"{e['median']} mm, p90 {e['p90']} mm, max {e['max']} mm; episode median "
-                     f"{c['episode_s']['median']} s; outcomes {c['outcomes']}")
+                     f"{c['episode_s']['median']} s; outcomes "
+                     + (", ".join(f"{o} {k}" for o, k in sorted(c["outcomes"].items())) or "none"))
         m = c.get("measures")
         if m and m["interfered"]:
             lines.append(f"       moved {m['interfered']}; Monitor cancels {m['cancel']['n']} (interference -> cancel "
@@ -227,7 +264,8 @@ def format_summary(s: dict) -> str:
     rt = s["realtime"]
     lines.append(f"  real-time factor {rt['factor']} ({rt['sim_s']} s simulated in {rt['wall_s']} s); the physics "
                  f"alone steps {rt['physics_capacity']}x faster than real time")
-    lines.append(f"  record: {s['out']}/summary.json")
+    lines.append(f"  record: {s['out']}/summary.json"
+                 + (f"  report: {s['reports']['markdown']}, {s['reports']['html']}" if s.get("reports") else ""))
     return "\n".join(lines)
 
 
@@ -236,7 +274,7 @@ def register(sub) -> None:
     p = sub.add_parser("trials", help="placement trials on the xArm6 rehearsal cell through the real xArm6 backend",
                        description="Run N placement episodes on the physics-backed xArm6 emulator (a scene of "
                                    "configs/cells/) through the unmodified SDK, with and without interference; "
-                                   "report success with 95%% Wilson intervals and the placement error.")
+                                   "report success with 95% Wilson intervals and the placement error.")
     p.add_argument("robot", choices=["xarm6"])
     p.add_argument("--scene", default="placement", help="a scene in configs/cells/ or a YAML path")
     p.add_argument("-n", "--trials", type=positive_int, default=40, help="layouts (seeds seed .. seed+n-1)")

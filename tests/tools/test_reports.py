@@ -100,7 +100,8 @@ def test_compare_two_directories_side_by_side(tmp_path):
     assert "| all | 4 | 3/4 75% [30, 95] | 1/4 25% [5, 70] | -50 pts [" in p.stdout
     t = Tables()
     t.feed((tmp_path / "cmp" / "compare.html").read_text())
-    assert t.tables[-1][1][:4] == ["all", "4", "3/4 75% [30, 95]", "1/4 25% [5, 70]"]
+    assert [x for x in t.tables if x[0][0] == "group"][-1][1][:4] == ["all", "4", "3/4 75% [30, 95]",
+                                                                     "1/4 25% [5, 70]"]
     bad = subprocess.run([sys.executable, "-m", "motormind.cli", "compare", str(tmp_path / "gpt"),
                           str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "holds no results.jsonl" in bad.stderr
