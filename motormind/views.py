@@ -113,7 +113,9 @@ def describe_calibration(cal) -> str:
     axis points below the horizontal; a gripper camera's place relative to the grip point (the eef
     frame's z runs along the fingers toward their tips)."""
     fh, fv = cal.fov_deg
-    s = f"Field of view {fh:.0f} x {fv:.0f} deg ({cal.width_px} x {cal.height_px} px)"
+    s = (f"Field of view {fh:.0f} x {fv:.0f} deg ({cal.width_px} x {cal.height_px} px); "
+         + ("it measures depth (a point you give in it is measured)" if cal.depth else
+            "it has no depth (a point in it cannot be measured)"))
     axis = np.asarray(cal.rot, dtype=float)[:, 2]             # the optical axis (OpenCV z) in the mount frame
     p = np.asarray(cal.position_m, dtype=float) * 1000.0
     if cal.mount == "gripper":

@@ -74,8 +74,9 @@ def test_the_camera_grip_pixel_table_and_gripper_numbers_match_their_sources(ste
     prof = robot.profile
     for role, obs in (("planner", looks[0]), ("verifier", looks[-1])):
         user = _req(brain, role).user
-        assert f"Field of view {fh:.0f} x {fv:.0f} deg ({cal.width_px} x {cal.height_px} px); it stands at " \
-               f"x {x:.0f}, y {y:.0f}, z {z:.0f} mm" in user
+        depth = "it measures depth" if cal.depth else "it has no depth"
+        assert f"Field of view {fh:.0f} x {fv:.0f} deg ({cal.width_px} x {cal.height_px} px); {depth}" in user
+        assert f"; it stands at x {x:.0f}, y {y:.0f}, z {z:.0f} mm" in user
         u, v, d = cal.project_point(obs.eef_pos_m, eef_pose(obs))
         assert f"front ({cal.width_px} x {cal.height_px} px): the grip point at pixel ({round(u)}, {round(v)}), " \
                f"{d * 1000:.0f} mm from the camera" in user
