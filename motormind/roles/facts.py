@@ -47,7 +47,8 @@ def gripper_text(profile) -> str:
 def speed_text(profile) -> str:
     per_step = profile.move_mm_s * profile.period_s
     return (f"- Speed: moves at most {profile.move_mm_s:g} mm/s ({per_step:.1f} mm per control step of "
-            f"{profile.period_s * 1000:g} ms), rotations at most {profile.rotate_deg_s:g} deg/s; "
+            f"{profile.period_s * 1000:g} ms), rotations at most {profile.rotate_deg_s:g} deg/s "
+            f"({profile.rotate_deg_s * profile.period_s:.1f} deg per control step); "
             f"a wait of 1 s spends {1.0 / profile.period_s:.0f} control steps.")
 
 

@@ -163,3 +163,4 @@ def test_the_prompt_says_what_a_wait_costs_in_control_steps():
     from motormind.roles.facts import speed_text
     panda = load_profile("libero_panda")
     assert f"a wait of 1 s spends {1 / panda.period_s:.0f} control steps" in speed_text(panda)
+    assert f"({panda.rotate_deg_s * panda.period_s:.1f} deg per control step)" in speed_text(panda)
