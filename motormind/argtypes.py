@@ -20,9 +20,63 @@ import math
 from pathlib import Path
 
 
+_NO_HELP = "\x00"      # an option given no help: its line still shows the default
+
+# actions whose default needs no words: flags, the help and the version
+_FLAG_ACTIONS = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction,
+                 argparse._HelpAction, argparse._VersionAction, argparse._CountAction, argparse._SubParsersAction)
+
+
+def _plain(text: str) -> str:
+    """Help text as a terminal shows it: no RST literal marks (the modules' docstrings use them)."""
+    return text.replace("``", "")
+
+
+class Formatter(argparse.HelpFormatter):
+    """Every option's help ends with its default (unless it states one in words), and no RST."""
+
+    def _get_help_string(self, action) -> str:
+        h = (action.help or "").replace(_NO_HELP, "")
+        if (not action.option_strings or isinstance(action, _FLAG_ACTIONS) or "default" in h.lower()
+                or action.default is argparse.SUPPRESS):
+            return h
+        d = action.default
+        if d is None or d == [] or d == ():
+            shown = "none"
+        elif isinstance(d, (list, tuple)):
+            shown = " ".join(str(x) for x in d)
+        else:
+            shown = str(d)
+        return f"{h} (default: {shown.replace('%', '%%')})".lstrip()
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(_plain(text))
+
+    def _expand_help(self, action) -> str:
+        return _plain(super()._expand_help(action))
+
+
+class RawFormatter(Formatter):
+    """Formatter keeping a description's own line breaks (RawDescriptionHelpFormatter's way)."""
+
+    def _fill_text(self, text, width, indent):
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``motormind console: error: argument --port: 70000 is
-    outside 0..65535 (see motormind console --help)``."""
+    outside 0..65535 (see motormind console --help)``; help with every option's default."""
+
+    def __init__(self, *a, **kw):
+        if kw.get("formatter_class") is argparse.RawDescriptionHelpFormatter:
+            kw["formatter_class"] = RawFormatter
+        kw.setdefault("formatter_class", Formatter)
+        super().__init__(*a, **kw)
+
+    def add_argument(self, *a, **kw):
+        if a and str(a[0]).startswith("-") and not kw.get("help") and kw.get("help") is not argparse.SUPPRESS:
+            kw["help"] = _NO_HELP            # (argparse shows no line for an option without help)
+        return super().add_argument(*a, **kw)
 
     def error(self, message: str):  # noqa: D102 - argparse's
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")

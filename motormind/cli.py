@@ -90,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                            seconds, shift_mm)
     from .episode.config import WALL_BUDGET_S
     from .evaluate.interference import SHIFT_M
+    from . import __version__
     p = Parser(prog="motormind", description=__doc__)
+    p.add_argument("--version", action="version", version=f"motormind {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one LIBERO-PRO episode headless through the whole stack")
     r.add_argument("--suite", default="libero_spatial")

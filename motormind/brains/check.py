@@ -416,13 +416,29 @@ def render_text(rep: dict) -> str:
     return "\n".join(lines)
 
 
+class NotChecked(Exception):
+    """A config vlm check has nothing to ask, with the reason (the exit is 0: nothing is wrong)."""
+
+
 def check_endpoint(vlm, overrides=(), profile="libero_panda", cameras=CAMERAS, progress=None) -> dict:
     from ..profile import load_profile
+    from .endpoint import unreachable
     from .openai_brain import load_vlm_config
     cfg = load_vlm_config(vlm, overrides)
     if cfg.serve:
-        raise ConfigError(f"{cfg.source}: serve: {cfg.serve} starts its own server inside a run; check a running "
-                          "endpoint (motormind serve-brain ..., then a config with its base_url)")
+        raise NotChecked(f"{cfg.source}: nothing to check: serve: {cfg.serve} starts its own serve-brain inside "
+                         f"each run, answered from the simulator's PRIVILEGED state (`motormind run --vlm "
+                         f"{cfg.name or vlm}` exercises it)")
+    # one connect, no retries: a closed port is said at once (the brain's retries are for a live server)
+    why = unreachable(cfg.base_url, timeout_s=1.5)
+    if why:
+        if "refused" in why.lower() or why.startswith("cannot connect"):
+            raise ConfigError(f"nothing is listening at {cfg.base_url} ({why}): start the server, or fix base_url")
+        raise ConfigError(f"{cfg.base_url} is not reachable: {why}")
+    if cfg.send_scene:
+        raise NotChecked(f"{cfg.source}: the endpoint is listening at {cfg.base_url}; its answers come from the "
+                         "simulator's PRIVILEGED scene sent with each call (send_scene), which vlm check has none "
+                         f"of: `motormind run --vlm {cfg.name or vlm}` exercises it")
     return Checker(cfg, load_profile(profile), cameras, progress=progress).run()
 
 
@@ -446,6 +462,9 @@ def _check(args) -> int:
     cams = [c.strip() for c in args.cameras.split(",") if c.strip()]
     try:
         rep = check_endpoint(args.vlm, args.vlm_set, args.profile, cams)
+    except NotChecked as e:
+        print(f"motormind vlm check: {one_line(e)}")
+        return 0
     except ConfigError as e:
         print(f"motormind vlm check: error: {one_line(e)}", file=sys.stderr)
         return 2

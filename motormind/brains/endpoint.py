@@ -8,6 +8,7 @@ client connects to the proxy, so nothing is checked here.
 """
 from __future__ import annotations
 
+import os
 import socket
 import urllib.request
 from urllib.parse import urlsplit
@@ -46,6 +47,10 @@ def checked_vlm_config(name_or_path, overrides=(), what: str = "--vlm"):
         cfg = load_vlm_config(name_or_path or "openai", tuple(overrides))
     except ConfigError as e:
         raise ConfigError(f"{what}: {e}") from None
+    if not cfg.serve and not cfg.api_key and cfg.api_key_env and not os.environ.get(cfg.api_key_env):
+        raise ConfigError(f"{what}: the API key is missing: ${cfg.api_key_env} is not set (the VLM config "
+                          f"{cfg.name or name_or_path or 'openai'} reads it, api_key_env): export "
+                          f"{cfg.api_key_env}=..., or name another config with --vlm")
     if not cfg.serve:
         why = unreachable(cfg.base_url)
         if why:

@@ -1,6 +1,6 @@
 """``motormind serve-brain``: the local OpenAI-compatible server, standalone.
 
-    motormind serve-brain --backend oracle --port 8765            # answers remote-oracle.yaml clients
+    motormind serve-brain --backend oracle --port 8766            # answers remote-oracle.yaml clients
     motormind serve-brain --backend replay --record runs/RUN_DIR  # replays an episode's answers
     motormind serve-brain --backend reach --fault malformed_json=0.2 --fault http_429=0.1
     motormind serve-brain --backend reach --quirk think_block=0.3 --quirk images_ignored=1 --family qwen2.5-vl
@@ -15,6 +15,9 @@ from __future__ import annotations
 import json
 import sys
 
+
+
+SERVE_PORT = 8766      # serve-brain's default port: not the console's 8765 (both run side by side)
 
 def register(subparsers) -> None:
     from ..argtypes import non_negative, port
@@ -38,8 +41,9 @@ def register(subparsers) -> None:
                    help="oracle: read the PRIVILEGED scene from a simulator's evaluator-only channel (e.g. "
                         "`motormind emulate xarm6 --scene placement --privileged-port 8790` prints it) instead "
                         "of snapshots sent by the client")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=port, default=8765, help="0 picks a free port")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=port, default=SERVE_PORT,
+                   help="0 picks a free port (the console uses 8765: both run side by side)")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="also answer to this Host name (e.g. a container's service name, with --host 0.0.0.0); "
                         "repeatable. Any other name is refused (DNS rebinding)")

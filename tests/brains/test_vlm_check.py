@@ -95,8 +95,9 @@ def test_a_slow_monitor_timeout_and_a_wrong_model_name_are_named():
     assert rep["changes"]["roles.monitor.timeout_s"] >= 1.0
 
 
-def test_a_config_that_serves_itself_is_refused_with_a_reason():
-    with pytest.raises(ConfigError, match="serve: oracle starts its own server"):
+def test_a_config_that_serves_itself_has_nothing_to_check_and_says_why():
+    from motormind.brains.check import NotChecked
+    with pytest.raises(NotChecked, match="nothing to check: serve: oracle starts its own serve-brain"):
         check_endpoint("local-oracle")
 
 

@@ -61,7 +61,7 @@ def test_an_oracle_episode_over_ros2_on_the_cell_with_its_cameras_on_the_console
         vlm = tmp_path / "cell-oracle.yaml"
         from motormind.paths import config_dir
         vlm.write_text((config_dir() / "vlm" / "cell-oracle.yaml").read_text()
-                       .replace("${MOTORMIND_BRAIN_URL:-http://127.0.0.1:8765/v1}", url))
+                       .replace("${MOTORMIND_BRAIN_URL:-http://127.0.0.1:8766/v1}", url))
         cams = ",".join(f"{n}={u}" for n, u in emu.camera_urls().items())
         env = {**os.environ, "ROS_HOME": str(tmp_path / "ros")}
         launch = subprocess.Popen(

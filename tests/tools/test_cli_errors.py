@@ -61,7 +61,7 @@ def bad_profiles(tmp_path_factory):
 def cases(tmp, busy, dead, profiles):
     a_file = tmp / "a_file"
     a_file.write_text("not a directory\n")
-    dead_vlm = ["--vlm", "openai", "--vlm-set", f"base_url=http://127.0.0.1:{dead}/v1"]
+    dead_vlm = ["--vlm", "openai", "--vlm-set", f"base_url=http://127.0.0.1:{dead}/v1", "--vlm-set", "api_key=sk-test"]
     return [
         # (argv, what the one line must say)
         (["eval", "--backend", "fake", "--out", a_file], f"argument --out: {a_file} exists and is not a directory"),
