@@ -2,8 +2,8 @@
 
     MUJOCO_GL=osmesa .venv/bin/python bench/bench_libero.py [--suite libero_spatial] [--task 0]
 
-Prints each figure and its ratio to the reference figure in /work/shared/libero-pro.md (the
-MuJoCo 2.3.7 / NumPy 1.26 rows where the note has them, since that is the pinned stack).
+Prints each figure and its ratio to the reference figures below, measured on this stack when the
+backend was written (MuJoCo 2.3.7 / NumPy 1.26, the pinned stack; docs/libero-backend.md).
 Runs one simulation process.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np  # noqa: E402
 
-# Reference figures from libero-pro.md (2 cores, llvmpipe).
+# Reference figures (2 cores, llvmpipe), measured when the backend was written (docs/libero-backend.md).
 REF = {
     "construct_s": (4.9, "env construction with a renderer (first in process; 4.9-6.6 s)"),
     "reset_s": (5.4, "hard reset with a renderer, MuJoCo 2.3.7 (5.4-6.2 s)"),
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     if more:
         print(f"resident memory:       {_rss_mb():7.0f} MB with {1 + len(more)} simulators; "
               f"{(_rss_mb() - before) / len(more):.0f} MB each after the first (tasks 1-{args.more}, images "
-              f"rendered; libero-pro.md: 1.9 GB a process with its own renderer)")
+              f"rendered; reference: 1.9 GB a process with its own renderer)")
     for r in more:
         r.close()
     robot.close()
