@@ -272,6 +272,15 @@ class Proposal:
     privileged: bool = False
     error: str = ""
     context: dict = field(default_factory=dict)
+    answer: dict | None = None        # an answer asked ahead: its points are taken when it is used (adopt)
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """What an Executor call made before its time is asked from (``ExecutorComponent.propose``)."""
+    subgoal: Subgoal
+    report: dict | None               # the report it reads: the expected one (speculation) or the claim's
+    verdict: Verdict | None = None    # the verdict it reads (None: the last one)
 
 
 @dataclass
@@ -323,19 +332,35 @@ class ExecutorComponent:
             esc = self._escalation(f"the executor failed to give a usable batch {self.fails} times ({error})")
         return Proposal(None, esc, res.brain, res.privileged, error, ctx)
 
-    def propose(self, state: dict, images: dict, batch_id: str) -> Proposal:
+    def propose(self, state: dict, images: dict, batch_id: str, *, ahead: "Ahead | None" = None) -> Proposal:
         """The Executor's next batch. Its looks (points or regions and no commands) are answered here at
         once, with no control step and no batch, up to ``cfg.max_looks`` before each batch; a look past
-        that is an unusable answer (recorded ``look_refused``). Its replan request is an escalation."""
-        sg, g = self.subgoal, self.ctx.grounding
+        that is an unusable answer (recorded ``look_refused``). Its replan request is an escalation.
+
+        ``ahead``: asked before its time (``episode/overlap.py``: while the batch before runs, or beside
+        the Verifier), from the report and verdict it names; such an answer changes nothing here (no
+        failure counted, no points taken, no look answered, no escalation) until ``adopt`` uses it: one
+        that is not a batch is simply not used."""
+        sg, g = (ahead.subgoal if ahead else self.subgoal), self.ctx.grounding
+        last_report = ahead.report if ahead else self.last_report
+        last_verdict = (ahead.verdict if ahead.verdict is not None else self.last_verdict) if ahead \
+            else self.last_verdict
         limit, looks = self.cfg.max_looks, 0
         while True:
             ctx = {**self.ctx.base(state, self.plan), "subgoal_id": sg.id, "subgoal": sg.description,
-                   "criterion": sg.success_criterion, "last_report": brief_report(self.last_report),
-                   "last_verdict": json.dumps(self.last_verdict.to_json()) if self.last_verdict else "none",
+                   "criterion": sg.success_criterion, "last_report": brief_report(last_report),
+                   "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
                    "batch_id": batch_id}
             ctx, shown = self.ctx.grounded("executor", ctx, state, images, looks_left=max(0, limit - looks))
             res = self.executor.propose(ctx, shown)
+            if ahead is not None:
+                answer = res.value
+                if answer is None or "commands" not in answer or replan_of(answer) is not None:
+                    why = res.error or ("a replan request" if answer and replan_of(answer) is not None else "a look")
+                    return Proposal(None, None, res.brain, res.privileged, f"not a batch: {why}", ctx)
+                batch = {k: v for k, v in answer.items() if k in BATCH_FIELDS}
+                return Proposal({**batch, "batch_id": batch_id, "subgoal_id": sg.id}, None, res.brain,
+                                res.privileged, "", ctx, answer)
             if res.value is None:
                 return self._unusable(res, res.error, ctx)
             answer = res.value
@@ -361,6 +386,11 @@ class ExecutorComponent:
                      points=len(measured), resolved=sum(1 for m in measured if m.ok), regions=len(regions))
             self.progress(f"{sg.id} look {looks}/{limit} before {batch_id}: {len(measured)} point(s), "
                           f"{len(regions)} region(s)")
+
+    def adopt(self, prop: Proposal) -> None:
+        """A batch asked ahead is used: its points and regions are taken now, as at once they would have been."""
+        if prop.answer is not None:
+            self.ctx.grounding.take("executor", prop.answer)
 
     @staticmethod
     def wants_verdict(report: dict) -> bool:

@@ -9,7 +9,9 @@ no role sees it.
 """
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from .components import (Context, ExecutorComponent, MonitorComponent, PlannerComponent, VerifierComponent,
@@ -19,6 +21,7 @@ from .episode.book import EpisodeResult
 from .episode.config import EpisodeConfig
 from .episode.machine import (AwaitPlan, Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks,
                               Verify)
+from .episode.overlap import OFF, Overlap
 from .grounding.marks import Marker, options_of
 from .grounding.points import Grounding, convention_of
 from .record import Recorder
@@ -72,12 +75,17 @@ class EpisodeRunner:
         self.context.facts = PromptFacts.of_robot(robot, self.budget_left, self.marker.options,
                                                   lambda cam, w, h: convention_of(brain, "executor", w, h))
         self.planner_c = PlannerComponent(Planner(brain, rec), self.cfg, self.context, self._emit, self._say)
-        self.executor_c = ExecutorComponent(Executor(brain, rec), self.cfg, self.context, self._say)
+        self.executor_c = ExecutorComponent(Executor(brain, self._tagged), self.cfg, self.context, self._say)
         self.verifier_c = VerifierComponent(Verifier(brain, rec), self.cfg, self.context)
         self.monitor_c = MonitorComponent(self.monitor, instruction) if self.monitor else None
         if self.monitor_c is not None:
             self.monitor_c.setup = self.context.facts.robot()
         self.vlm = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0}
+        # Executor calls made ahead of their time (episode/overlap.py), per the brain's VLM config
+        self.overlap = Overlap.parse(getattr(brain, "overlap", None) or OFF)
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="ahead") if self.overlap.any else None
+        self._tag = threading.local()       # the tag of the ahead call this thread makes
+        self.tagged: dict = {}              # tag -> {calls, s, input_tokens, output_tokens, cost_usd}
         self.machine = EpisodeMachine(self.cfg, self.executor_c, Hooks(
             evaluate=lambda: (self.success_fn(), self.steps_fn()), look=self._look,
             has_success_check=self.has_success_check, unfit=self._unfit, stop_reason=lambda: self._stop_reason,
@@ -85,7 +93,9 @@ class EpisodeRunner:
             interject=self._new_instruction if operator is not None else None,
             rejection=lambda batch, note: operator_rejection(batch, note, self.robot.observe().state_dict()),
             vlm=lambda: (self.vlm["calls"], self.vlm["s"]), say=self._say,
-            brain=getattr(brain, "name", "?"), privileged=bool(getattr(brain, "privileged", False))))
+            brain=getattr(brain, "name", "?"), privileged=bool(getattr(brain, "privileged", False)),
+            overlap=self.overlap, spawn=self._spawn if self._pool is not None else None, basis=self._scene_basis,
+            record=self.rec))
         self.book = self.machine.book
         self.t0 = self.machine.t0
         self.observers: list = []        # fn(label, Observation) at every look (the MCAP recorder)
@@ -117,6 +127,70 @@ class EpisodeRunner:
             self.vlm["s"] += float(ev.get("latency_s", 0.0))
             self.vlm["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
             self.vlm["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
+            if ev.get("ahead"):
+                t = self.tagged.setdefault(ev["ahead"], {"calls": 0, "s": 0.0, "input_tokens": 0,
+                                                         "output_tokens": 0, "cost_usd": 0.0})
+                t["calls"] += 1
+                t["s"] += float(ev.get("latency_s", 0.0) or 0.0)
+                t["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
+                t["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
+                t["cost_usd"] += float((ev.get("meta") or {}).get("cost_usd", 0.0) or 0.0)
+
+    # -- overlap (episode/overlap.py) -------------------------------------------------------------
+    def _tagged(self, kind: str, **data) -> None:
+        """The Executor's record: a call made ahead carries its tag (``ahead``), so it is costed apart."""
+        tag = getattr(self._tag, "value", "")
+        self.rec(kind, **({**data, "ahead": tag} if tag and kind == "vlm_call" else data))
+
+    def _spawn(self, fn: Callable, tag: str):
+        def run():
+            self._tag.value = tag
+            try:
+                return fn()
+            finally:
+                self._tag.value = ""
+        return self._pool.submit(run)
+
+    def _scene_basis(self) -> dict | None:
+        """Where the objects are (mm), for a brain that reads the simulator's scene (the oracle, the noisy
+        brain, an openai brain with ``send_scene``): its answer read them, so one asked ahead is used only if
+        none moved meanwhile. None for a brain that reads only its prompt."""
+        b, scene = self.brain, None
+        for _ in range(4):
+            fn = getattr(getattr(b, "cfg", None), "send_scene", False) and getattr(b, "scene_fn", None)
+            scene = fn() if fn else getattr(b, "scene", None)
+            if scene is not None or getattr(b, "inner", None) is None:
+                break
+            b = b.inner
+        names = getattr(scene, "object_names", None)
+        if scene is None or not names or not hasattr(scene, "object_aabb"):
+            return None
+        out = {}
+        for n in list(names):
+            try:
+                lo, hi = scene.object_aabb(n)
+            except Exception:  # noqa: BLE001 - a body that cannot be read is left out
+                continue
+            out[n] = [round(float(a + b_) * 500.0, 1) for a, b_ in zip(lo, hi)]   # the box's centre, mm
+        return out
+
+    def _overlap_summary(self, result: EpisodeResult) -> None:
+        """The result's ``overlap``: per kind asked / used / dropped, and what the dropped calls cost
+        (their calls, model seconds, tokens, USD, and that share of the episode's VLM time)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)      # a dropped call still in flight is counted when it ends
+        if not result.overlap and not self.tagged:
+            return
+        dropped = {e["tag"] for e in self.machine.overlap_log if e["outcome"] == "dropped"}
+        cost = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+        for tag, t in self.tagged.items():
+            if tag in dropped:
+                for k in cost:
+                    cost[k] += t[k]
+        cost["s"] = round(cost["s"], 3)
+        cost["cost_usd"] = round(cost["cost_usd"], 8)
+        cost["share_of_vlm_s"] = round(cost["s"] / self.vlm["s"], 4) if self.vlm["s"] else 0.0
+        result.overlap = {**result.overlap, "dropped_cost": cost}
 
     # -- helpers --------------------------------------------------------------------------------
     def stop(self, reason: str = "stopped by operator") -> None:
@@ -178,8 +252,12 @@ class EpisodeRunner:
     # -- the episode ----------------------------------------------------------------------------
     def run(self) -> EpisodeResult:
         try:
-            return self._run()
+            result = self._run()
+            self._overlap_summary(result)
+            return result
         finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
             if self.monitor:
                 self.monitor.close()
             if self.memory:

@@ -38,6 +38,8 @@ class EpisodeResult:
     privileged: bool
     plan: list = field(default_factory=list)
     fault_kind: FaultKind | None = None     # outcome fault (or step_budget from a fault): the fault's kind
+    overlap: dict = field(default_factory=dict)   # Executor calls made ahead (episode/overlap.py): per kind
+                                                  # asked / used / dropped, and the dropped calls' cost
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)

@@ -40,6 +40,7 @@ from typing import Callable
 from ..results import Word
 from .book import EpisodeBook, EpisodeResult
 from .config import EpisodeConfig
+from .overlap import OFF, Overlap, mismatch, moved, predict
 
 
 class Phase(Word):
@@ -111,6 +112,28 @@ class Hooks:
     say: Callable[[str], None] = _noop                     # progress, for humans
     brain: str = "?"
     privileged: bool = False
+    # overlapping the VLM with motion (episode/overlap.py): off unless the brain's config turns it on and the
+    # driver can run a call beside the loop (``spawn(fn, tag)`` -> a Future whose calls it tags ``tag``)
+    overlap: Overlap = OFF
+    spawn: Callable | None = None
+    basis: Callable[[], dict | None] = lambda: None        # a scene-reading brain's object positions, mm
+    record: Callable = _noop                               # record(kind, **data): an event for the record
+
+
+@dataclass
+class Prepared:
+    """An Executor call made ahead of its time (``overlap.py``), used at the loop head only when valid."""
+    kind: str                   # speculate (while ``for_batch`` runs) | verify_ahead (beside its verdict)
+    for_batch: str              # the batch whose report (or verdict) decides
+    batch_id: str               # the id the batch it proposes takes: the next one
+    subgoal_id: str
+    plan_id: int
+    future: object              # -> components.Proposal
+    tag: str
+    expected: dict | None = None     # speculate: the state the batch should end in
+    basis: dict | None = None        # speculate: the scene as a scene-reading brain read it
+    look: tuple | None = None        # verify_ahead: (state, images) it was asked from
+    valid: bool = False
 
 
 @dataclass
@@ -133,6 +156,8 @@ class EpisodeMachine:
         self.report_steps = 0             # control steps the reports say were used
         self.motion_s = 0.0               # seconds the reports say the robot moved
         self.result: EpisodeResult | None = None
+        self.prep: Prepared | None = None   # an Executor call made ahead (episode/overlap.py)
+        self.overlap_log: list = []         # each one: kind, batch, outcome (used / dropped) and why
 
     @property
     def t0(self) -> float:
@@ -172,6 +197,13 @@ class EpisodeMachine:
             return []
         out: list = []
         self.pending = ""
+        p = self.prep
+        if p is not None and p.kind == "speculate" and p.for_batch == rep.get("batch_id"):
+            why = mismatch(rep, p.expected, self.executor.ctx.profile) or moved(p.basis, self.hooks.basis())
+            if why:
+                self._drop(f"the report is not the expected one: {why}")
+            else:
+                p.valid = True
         self.report_steps += int(rep.get("steps", 0) or 0)
         self.motion_s += float(rep.get("duration_s", 0.0) or 0.0)
         sg = self.executor.subgoal
@@ -184,6 +216,8 @@ class EpisodeMachine:
         after = self.executor.on_report(rep)
         if after.verify:
             self.phase, self.verify_batch = Phase.AWAIT_VERDICT, rep["batch_id"]
+            self._drop("the batch claims its subgoal")        # (a speculation is never made for one)
+            self._ask_beside_verdict(sg, rep)
             out.append(Verify(sg, rep))
         elif after.escalate is not None:
             self._escalate(after.escalate, out)
@@ -246,6 +280,14 @@ class EpisodeMachine:
         self.hooks.say(f"{v.subgoal_id} verdict: {'achieved' if v.achieved else 'REJECTED'} - {v.evidence[:100]}")
         self.book.on_verdict(v)
         esc = self.executor.on_verdict(v)
+        p = self.prep
+        if p is not None and p.kind == "verify_ahead":
+            if not v.achieved:
+                self._drop("the verdict rejected the claim")
+            elif esc is not None:
+                self._drop("the plan is done")
+            else:
+                p.valid = True
         if esc is not None:
             if self.book.plan_verified(self.hooks.has_success_check, lambda: self.hooks.evaluate()[0]):
                 self._head(out)                  # ended (no privileged check), or the loop head records the success
@@ -268,6 +310,7 @@ class EpisodeMachine:
         h, book = self.hooks, self.book
         while True:
             if h.hold():
+                self._drop("held by the operator")
                 if self.phase is not Phase.HELD:
                     self.phase = Phase.HELD
                     out.append(Hold())
@@ -284,9 +327,13 @@ class EpisodeMachine:
                     if book.on_plan(d):
                         return self._end(out)
             sg = self.executor.subgoal
+            taken = self._take_prepared()
             bid = book.next_batch_id()
-            state, images = h.look(f"{bid} {sg.id}")
-            prop = self.executor.propose(state, images, bid)
+            if taken is not None:                # asked ahead, and still what this head would ask
+                prop, state, images = taken
+            else:
+                state, images = h.look(f"{bid} {sg.id}")
+                prop = self.executor.propose(state, images, bid)
             if prop.batch is not None:
                 batch, source, note = prop.batch, "executor", ""
                 if h.review is not None:
@@ -296,15 +343,104 @@ class EpisodeMachine:
                     out.append(Deliver(h.rejection(prop.batch, note)))
                 else:
                     out.append(Execute(batch, source, prop.brain, prop.privileged))
+                    self._speculate(batch, sg, state, images)
                 return out
             if prop.escalate is not None:
                 self._escalate(prop.escalate, out)
                 return out
 
+    # -- overlap (episode/overlap.py) ------------------------------------------------------------------
+    def _prepare(self, kind: str, for_batch: str, sg, ahead, state: dict, images: dict, **kw) -> None:
+        bid = f"b{self.book.batches + 1}"         # the id the next batch takes (book.next_batch_id)
+        tag = f"{kind}:{bid}"
+        ex = self.executor
+        fut = self.hooks.spawn(lambda: ex.propose(state, images, bid, ahead=ahead), tag)
+        self.prep = Prepared(kind, for_batch, bid, sg.id, ex.plan_id, fut, tag, **kw)
+        self.hooks.record("overlap_ask", overlap=kind, batch_id=bid, for_batch=for_batch, subgoal_id=sg.id, tag=tag)
+
+    def _speculate(self, batch: dict, sg, state: dict, images: dict) -> None:
+        """While ``batch`` runs: the next batch, asked from the report and state it should end in."""
+        h = self.hooks
+        if not h.overlap.speculate or h.spawn is None or h.review is not None:
+            return
+        pred = predict(batch, state, self.executor.ctx.profile)
+        if pred is None:                          # claims its subgoal (the verdict comes next), or unparsable
+            return
+        from ..components import Ahead
+        report, end = pred
+        self._prepare("speculate", batch.get("batch_id", ""), sg, Ahead(sg, report), end, images,
+                      expected=end, basis=h.basis())
+
+    def _ask_beside_verdict(self, sg, rep: dict) -> None:
+        """A batch claims ``sg``: the next subgoal's first batch is asked beside the Verifier."""
+        h, ex = self.hooks, self.executor
+        if not h.overlap.verify_ahead or h.spawn is None or h.review is not None or ex.idx + 1 >= len(ex.plan):
+            return
+        from ..components import Ahead
+        from ..roles.verifier import Verdict
+        nxt = ex.plan[ex.idx + 1]
+        pending = Verdict(sg.id, True, "the Verifier is checking this claim now; this batch runs only if it "
+                                       "accepts it", "")
+        state, images = h.look(f"b{self.book.batches + 1} {nxt.id} (beside the verdict on {sg.id})")
+        self._prepare("verify_ahead", rep.get("batch_id", ""), nxt, Ahead(nxt, rep, pending), state, images,
+                      look=(state, images))
+
+    def _drop(self, why: str) -> None:
+        p, self.prep = self.prep, None
+        if p is None:
+            return
+        self.overlap_log.append({"kind": p.kind, "batch_id": p.batch_id, "tag": p.tag, "outcome": "dropped",
+                                 "reason": why})
+        self.hooks.record("overlap_dropped", overlap=p.kind, batch_id=p.batch_id, for_batch=p.for_batch, tag=p.tag,
+                          reason=why)
+        self.hooks.say(f"{p.kind} batch {p.batch_id} dropped: {why[:120]}")
+
+    def _take_prepared(self):
+        """The prepared proposal, when it is still what the loop head would ask for: (proposal, state,
+        images), else None (dropped, with the reason recorded)."""
+        p = self.prep
+        if p is None:
+            return None
+        ex = self.executor
+        sg = ex.subgoal
+        why = ("" if p.valid else "not confirmed") or \
+            ("" if sg is not None and sg.id == p.subgoal_id and ex.plan_id == p.plan_id else "the plan moved on") or \
+            ("" if p.batch_id == f"b{self.book.batches + 1}" else "another batch came first")
+        if why:
+            self._drop(why)
+            return None
+        try:
+            prop = p.future.result()
+        except Exception as e:  # noqa: BLE001 - a call that broke is a call not used
+            prop = None
+            self._drop(f"the call failed: {type(e).__name__}: {e}")
+            return None
+        if prop.batch is None:
+            self._drop(prop.error or "no batch")
+            return None
+        self.prep = None
+        ex.adopt(prop)                            # its points, measured in the frames it was shown
+        state, images = p.look if p.look is not None else self.hooks.look(f"{p.batch_id} {sg.id}")
+        self.overlap_log.append({"kind": p.kind, "batch_id": p.batch_id, "tag": p.tag, "outcome": "used",
+                                 "reason": ""})
+        self.hooks.record("overlap_used", overlap=p.kind, batch_id=p.batch_id, for_batch=p.for_batch, tag=p.tag)
+        self.hooks.say(f"{p.kind} batch {p.batch_id} used")
+        return prop, state, images
+
+    def overlap_counts(self) -> dict:
+        """Per kind: asked, used, dropped (the calls' costs are the driver's: tagged calls)."""
+        out: dict = {}
+        for e in self.overlap_log:
+            k = out.setdefault(e["kind"], {"asked": 0, "used": 0, "dropped": 0})
+            k["asked"] += 1
+            k[e["outcome"]] += 1
+        return out
+
     def _end(self, out: list | None = None) -> list:
         out = [] if out is None else out
         if self.over:
             return out
+        self._drop("the episode ended")
         self.phase = Phase.ENDED
         try:
             _, steps = self.hooks.evaluate()
@@ -313,5 +449,7 @@ class EpisodeMachine:
         calls, vlm_s = self.hooks.vlm()
         self.result = self.book.result(steps, self.hooks.brain, self.hooks.privileged, self.executor.plan,
                                        calls, vlm_s, self.motion_s)
+        if self.overlap_log or self.hooks.overlap.any:
+            self.result.overlap = self.overlap_counts()
         out.append(End(self.result))
         return out

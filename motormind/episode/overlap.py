@@ -1,0 +1,177 @@
+"""Overlapping the VLM's thinking with the arm's motion: the settings, the prediction, the check.
+
+Two overlaps, each off by default (the plain serial loop, as the paper ran it):
+
+    speculate      while a batch runs, the Executor is asked for the next one from the state the batch
+                   is expected to reach (``predict``: the predicted end pose from the commanded targets
+                   and the report of every command done); the answer is used only if the real report
+                   matches that expectation (``mismatch``: every command done, nothing cancelled or
+                   blocked, the end pose within the Controller's tolerances, the gripper where it was
+                   sent, and for a brain that reads the simulator's scene, no object moved), otherwise
+                   dropped and the Executor asked again from the real report.
+    verify_ahead   when a batch claims its subgoal, the Verifier and the Executor's first batch for the
+                   next subgoal are asked at once; that batch runs only after an accepting verdict.
+
+The episode machine (``machine.py``) owns both decisions; a dropped answer never reaches the Controller.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..errors import ConfigError
+
+GRIPPER_TOLERANCE = 0.05      # the gripper's opening (fraction of the stroke) within this of where it was sent
+OBJECT_TOLERANCE_MM = 5.0     # a scene-reading brain's objects within this of where they were when it read them
+
+
+@dataclass(frozen=True)
+class Overlap:
+    speculate: bool = False       # ask the Executor for the next batch while one runs
+    verify_ahead: bool = False    # ask the Verifier and the next subgoal's first batch at once
+
+    @property
+    def any(self) -> bool:
+        return self.speculate or self.verify_ahead
+
+    @classmethod
+    def parse(cls, value, where: str = "overlap") -> "Overlap":
+        """``{}``/None (off), ``true`` (both on), ``false`` or ``{speculate: bool, verify_ahead: bool}``."""
+        if value is None or value == {}:
+            return cls()
+        if isinstance(value, bool):
+            return cls(value, value)
+        if isinstance(value, Overlap):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: must be true, false or {{speculate: bool, verify_ahead: bool}}, "
+                              f"got {value!r}")
+        known = [f.name for f in fields(cls)]
+        bad = sorted(set(value) - set(known))
+        if bad:
+            raise ConfigError(f"{where}: unknown key(s) {bad} (known: {', '.join(known)})")
+        for k, v in value.items():
+            if not isinstance(v, bool):
+                raise ConfigError(f"{where}.{k}: must be true or false, got {v!r}")
+        return cls(**value)
+
+
+OFF = Overlap()
+
+
+def _quat_of(m: np.ndarray) -> list:
+    from ..geometry import mat_to_quat
+    return [round(float(v), 4) for v in mat_to_quat(m)]
+
+
+def predict(batch: dict, state: dict, profile) -> tuple[dict, dict] | None:
+    """(the report the batch gives if every command goes as commanded, the state it ends in), or None
+    when the batch cannot be predicted (it claims its subgoal, does not parse, or is empty).
+
+    The report has the Controller's shape (``Report.to_json()``): every command ``done``, achieved as
+    commanded; the state has ``Observation.state_dict()``'s keys, the pose the chain of targets reaches
+    (orientation composed from the rotations; the last joint turned by the yaw turned), the gripper at
+    the opening last sent, joints otherwise as measured at the start."""
+    from ..commands import Done, Gripper, Move, Rotate, Wait, check_batch
+    from ..geometry import axis_angle_to_mat, quat_to_mat
+    try:
+        _, parsed, issues = check_batch({k: v for k, v in batch.items() if k in ("batch_id", "subgoal_id", "commands")},
+                                        profile)
+    except Exception:  # noqa: BLE001 - an unparsable batch is not predicted (the Controller will reject it)
+        return None
+    if issues or not parsed or any(isinstance(c, Done) for c in parsed):
+        return None
+    pos = np.asarray(state["eef_pos_mm"], dtype=float)
+    rot = quat_to_mat(state["eef_quat_xyzw"])
+    yaw0 = math.atan2(rot[1, 0], rot[0, 0])
+    frac, width = float(state.get("gripper_fraction", 0.0)), float(state.get("gripper_width_mm", 0.0))
+    results, duration, steps = [], 0.0, 0
+    for i, c in enumerate(parsed):
+        commanded, achieved = {}, {}
+        if isinstance(c, Move):
+            d = np.asarray(c.displacement_mm, dtype=float)
+            pos = pos + d
+            commanded = {"translation_mm": [round(float(v), 2) for v in d]}
+            achieved = {"translation_mm": commanded["translation_mm"], "rotation_deg": 0.0}
+        elif isinstance(c, Rotate):
+            rot = axis_angle_to_mat(c.axis_vector, math.radians(c.angle_deg)) @ rot
+            commanded = {"rotation_deg": round(c.angle_deg, 3), "axis": c.axis}
+            achieved = {"translation_mm": [0.0, 0.0, 0.0], "rotation_deg": round(abs(c.angle_deg), 2)}
+        elif isinstance(c, Gripper):
+            frac, width = float(c.width), round(float(c.width) * profile.gripper_max_width_mm, 1)
+            commanded = {"gripper_fraction": c.width, "gripper_width_mm": width}
+            achieved = {"translation_mm": [0.0, 0.0, 0.0], "rotation_deg": 0.0}
+        elif isinstance(c, Wait):
+            commanded = {"seconds": c.seconds}
+            achieved = {"translation_mm": [0.0, 0.0, 0.0], "rotation_deg": 0.0}
+        achieved["gripper_width_mm"] = width
+        results.append({"index": i, "command": c.to_json(), "status": "done", "reason": "", "commanded": commanded,
+                        "achieved": achieved, "duration_s": 0.0, "steps": 0})
+    yaw = math.atan2(rot[1, 0], rot[0, 0])
+    joints = list(state.get("joints_deg") or [])
+    if joints:
+        turned = math.degrees(math.atan2(math.sin(yaw - yaw0), math.cos(yaw - yaw0)))
+        joints[-1] = round(float(joints[-1]) + turned, 1)
+    end = {**state, "eef_pos_mm": [round(float(v), 1) for v in pos], "eef_quat_xyzw": _quat_of(rot),
+           "eef_yaw_deg": round(math.degrees(yaw), 1), "gripper_width_mm": round(width, 1),
+           "gripper_fraction": round(frac, 3), "joints_deg": joints}
+    report = {"batch_id": batch.get("batch_id", ""), "subgoal_id": batch.get("subgoal_id", ""), "status": "done",
+              "reason": "", "claims_done": False, "fault_kind": None, "estop": False, "source": "executor",
+              "results": results, "start_state": state, "end_state": end, "duration_s": duration, "steps": steps}
+    return report, end
+
+
+def position_tolerance_mm(report: dict, profile) -> float:
+    """How far from the predicted end a batch of done commands may end: each move is done within the
+    Controller's tolerance of its target (``continue_mm`` when that is larger: settled without contact)
+    and the next one is aimed from where it ended, so the errors of its moves add up (at least
+    ``position_mm``)."""
+    tol = profile.tolerances
+    each = max(tol.position_mm, tol.continue_mm)
+    moves = sum(1 for r in report.get("results") or [] if (r.get("command") or {}).get("op") == "move")
+    return max(tol.position_mm, each * moves)
+
+
+def mismatch(report: dict, expected_state: dict, profile) -> str:
+    """Why ``report`` is not the one a speculation was made from ("" when it is): a command not done
+    (blocked by contact, cancelled, rejected, a fault), the e-stop, the end pose farther from the
+    predicted one than the Controller's tolerances, or the gripper's opening off where it was sent."""
+    from ..geometry import quat_to_mat, rot_error
+    if report.get("status") != "done" or report.get("estop"):
+        return f"the batch ended {report.get('status')}" + (f": {report['reason'][:120]}" if report.get("reason") else "")
+    bad = [r for r in report.get("results") or [] if r.get("status") != "done"]
+    if bad:
+        return f"command {bad[0].get('index')} was {bad[0].get('status')}"
+    end = report.get("end_state") or {}
+    if not end.get("eef_pos_mm"):
+        return "the report has no end state"
+    tol = profile.tolerances
+    lim = position_tolerance_mm(report, profile)
+    err = float(np.linalg.norm(np.asarray(end["eef_pos_mm"], float) - np.asarray(expected_state["eef_pos_mm"], float)))
+    if err > lim:
+        return f"the hand ended {err:.1f} mm from the predicted pose (tolerance {lim:g} mm)"
+    rv = rot_error(quat_to_mat(end["eef_quat_xyzw"]), quat_to_mat(expected_state["eef_quat_xyzw"]))
+    deg = math.degrees(float(np.linalg.norm(rv)))
+    if deg > tol.rotation_deg:
+        return f"the hand ended {deg:.1f} deg from the predicted orientation (tolerance {tol.rotation_deg:g} deg)"
+    df = abs(float(end.get("gripper_fraction", 0.0)) - float(expected_state.get("gripper_fraction", 0.0)))
+    if df > GRIPPER_TOLERANCE:
+        return (f"the gripper ended at {float(end.get('gripper_fraction', 0.0)):.2f} of its stroke, predicted "
+                f"{float(expected_state.get('gripper_fraction', 0.0)):.2f} (tolerance {GRIPPER_TOLERANCE:g})")
+    return ""
+
+
+def moved(before: dict | None, after: dict | None) -> str:
+    """Which object of a scene-reading brain's scene moved between two ``scene_basis`` readings ("" when none)."""
+    if not before or not after:
+        return ""
+    for name, p in before.items():
+        q = after.get(name)
+        if q is None:
+            return f"{name} is gone from the scene"
+        d = float(np.linalg.norm(np.asarray(p, float) - np.asarray(q, float)))
+        if d > OBJECT_TOLERANCE_MM:
+            return f"the {name} moved {d:.0f} mm while the batch ran (the answer read the scene before)"
+    return ""

@@ -1,0 +1,197 @@
+"""Overlapping the VLM with motion (motormind/episode/overlap.py): a batch asked ahead runs only when
+what it was asked from came true, and a dropped one never reaches the Controller."""
+import json
+
+import pytest
+
+from motormind.brains.scripted import ScriptedBrain
+from motormind.episode.overlap import Overlap, mismatch, predict
+from motormind.errors import ConfigError
+from motormind.profile import load_profile
+from motormind.record import Recorder
+from motormind.robots.fake import FakeRobot
+from motormind.runner import EpisodeConfig, EpisodeRunner
+
+ONE = {"schema_version": 1, "subgoals": [{"id": "s1", "description": "move", "success_criterion": "moved"}]}
+TWO = {"schema_version": 1, "subgoals": [{"id": "s1", "description": "move", "success_criterion": "moved"},
+                                         {"id": "s2", "description": "close", "success_criterion": "closed"}]}
+
+
+def cmds(*c):
+    return {"commands": list(c)}
+
+
+def mv(d, mm):
+    return {"op": "move", "direction": d, "distance_mm": mm}
+
+
+DONE = {"op": "done"}
+
+
+def _events(path):
+    return [json.loads(line) for line in (path / "events.jsonl").read_text().splitlines()]
+
+
+def run(tmp_path, script, overlap, robot=None, listener=None, success=lambda r: False, **cfg):
+    robot = robot or FakeRobot()
+    brain = ScriptedBrain(script)
+    brain.overlap = overlap
+    rec = Recorder(tmp_path)
+    runner = EpisodeRunner(robot, brain, "test task", rec,
+                           EpisodeConfig(**{"max_batches": 10, "monitor": False, "memory": False, **cfg}),
+                           success_fn=lambda: success(robot))
+    if listener:
+        runner.controller_listeners.append(lambda k, d: listener(runner, k, d))
+    res = runner.run()
+    rec.close()
+    return res, brain, _events(tmp_path)
+
+
+def ran(ev):
+    """The batches the Controller was given, in order: (batch id, commands)."""
+    return [(e["batch"]["batch_id"], e["batch"]["commands"]) for e in ev if e["kind"] == "batch"]
+
+
+def executor_calls(ev):
+    return [e for e in ev if e["kind"] == "vlm_call" and e["role"] == "executor"]
+
+
+def by_report(on_done, on_other):
+    """An Executor that answers ``on_done`` after a report of every command done, else ``on_other``."""
+    def answer(req):
+        c = req.context
+        if c["batch_id"] == "b1":
+            return FIRST
+        return on_done if "status=done" in c["last_report"] else on_other
+    return answer
+
+
+FIRST = cmds(mv("forward", 20), mv("left", 10))
+
+
+def test_speculative_batch_is_used_when_the_report_matches(tmp_path):
+    nxt = cmds(mv("up", 10), DONE)
+    res, brain, ev = run(tmp_path, {"planner": [ONE], "executor": by_report(nxt, cmds(mv("down", 5), DONE))},
+                         Overlap(speculate=True))
+    assert ran(ev) == [("b1", FIRST["commands"]), ("b2", nxt["commands"])]
+    calls = executor_calls(ev)
+    assert len(calls) == 2 and calls[1].get("ahead") == "speculate:b2"   # asked once, while b1 ran
+    spec = calls[1]["user"]
+    assert "batch b1 status=done" in spec
+    # asked from the state b1 should reach: 20 mm forward and 10 mm left of the start
+    rep = next(e for e in ev if e["kind"] == "report" and e["batch_id"] == "b1")
+    start = rep["start_state"]["eef_pos_mm"]
+    assert f'"eef_pos_mm": [{start[0] + 20:.1f}, {start[1] + 10:.1f}, {start[2]:.1f}]' in spec
+    used = [e for e in ev if e["kind"] == "overlap_used"]
+    assert [(u["overlap"], u["batch_id"]) for u in used] == [("speculate", "b2")]
+    assert res.overlap["speculate"] == {"asked": 1, "used": 1, "dropped": 0}
+    assert res.overlap["dropped_cost"]["calls"] == 0
+
+
+def test_speculative_batch_is_dropped_when_a_command_is_blocked(tmp_path):
+    robot = FakeRobot()
+    robot.obstacle_z_m = robot.pos[2] - 0.01          # 10 mm below the hand: a 40 mm descent stops there
+    first = cmds(mv("down", 40))
+    spec_answer, real_answer = cmds(mv("forward", 30), DONE), cmds(mv("up", 10), DONE)
+
+    def answer(req):
+        if req.context["batch_id"] == "b1":
+            return first
+        return spec_answer if "status=done" in req.context["last_report"] else real_answer
+    res, brain, ev = run(tmp_path, {"planner": [ONE], "executor": answer}, Overlap(speculate=True), robot=robot)
+    assert ran(ev)[:2] == [("b1", first["commands"]), ("b2", real_answer["commands"])]
+    assert all(c != spec_answer["commands"] for _, c in ran(ev))        # the Controller never saw it
+    drop = next(e for e in ev if e["kind"] == "overlap_dropped")
+    assert drop["batch_id"] == "b2" and "blocked" in drop["reason"]
+    assert res.overlap["speculate"]["dropped"] == 1 and res.overlap["dropped_cost"]["calls"] == 1
+    assert len(executor_calls(ev)) == 3      # b1, the dropped one, b2 asked again from the real report
+
+
+def test_speculative_batch_is_dropped_when_the_batch_is_cancelled(tmp_path):
+    first = cmds(mv("forward", 20), mv("forward", 20))
+    spec_answer, real_answer = cmds(mv("right", 30), DONE), cmds(mv("up", 10), DONE)
+
+    def answer(req):
+        if req.context["batch_id"] == "b1":
+            return first
+        return spec_answer if "status=done" in req.context["last_report"] else real_answer
+
+    def cancel(runner, kind, data):
+        if kind == "command_end" and data.get("batch_id") == "b1" and data.get("index") == 0:
+            runner.cancel("the operator cancels", "operator")
+    res, brain, ev = run(tmp_path, {"planner": [ONE], "executor": answer}, Overlap(speculate=True), listener=cancel)
+    assert [b for b, _ in ran(ev)][:2] == ["b1", "b2"] and ran(ev)[1][1] == real_answer["commands"]
+    assert all(c != spec_answer["commands"] for _, c in ran(ev))
+    drop = next(e for e in ev if e["kind"] == "overlap_dropped")
+    assert "cancelled" in drop["reason"]
+
+
+def test_no_speculation_for_a_batch_that_claims_its_subgoal_nor_when_off(tmp_path):
+    b = cmds(mv("forward", 20), DONE)
+    res, brain, ev = run(tmp_path / "a", {"planner": [ONE], "executor": [b]}, Overlap(speculate=True))
+    assert not any(e["kind"].startswith("overlap") for e in ev) and len(executor_calls(ev)) == 1
+    res, brain, ev = run(tmp_path / "b", {"planner": [ONE], "executor": by_report(b, b)}, Overlap())
+    assert not any(e["kind"].startswith("overlap") for e in ev) and res.overlap == {}
+    assert not any(c.get("ahead") for c in executor_calls(ev))
+
+
+S1 = cmds(mv("forward", 20), DONE)
+S2 = cmds(mv("right", 7), {"op": "gripper", "action": "close"}, DONE)
+
+
+def by_subgoal(req):
+    return S1 if req.context["subgoal_id"] == "s1" else S2
+
+
+def test_accepted_verdict_lets_the_batch_asked_beside_it_run(tmp_path):
+    res, brain, ev = run(tmp_path, {"planner": [TWO], "executor": by_subgoal}, Overlap(verify_ahead=True))
+    assert ran(ev) == [("b1", S1["commands"]), ("b2", S2["commands"])]
+    calls = executor_calls(ev)
+    assert len(calls) == 2 and calls[1]["ahead"] == "verify_ahead:b2"
+    assert "checking this claim now" in calls[1]["user"] and "batch b1 status=done" in calls[1]["user"]
+    kinds = [e["kind"] for e in ev]
+    b2 = next(i for i, e in enumerate(ev) if e["kind"] == "batch" and e["batch"]["batch_id"] == "b2")
+    assert kinds.index("verdict") < kinds.index("overlap_used") < b2
+    assert res.overlap["verify_ahead"] == {"asked": 1, "used": 1, "dropped": 0}
+
+
+def test_rejected_verdict_drops_the_batch_asked_beside_it(tmp_path):
+    verdicts = [{"achieved": False, "evidence": "not there"}, {"achieved": True, "evidence": "ok"},
+                {"achieved": True, "evidence": "ok"}]
+    res, brain, ev = run(tmp_path, {"planner": [TWO, TWO], "executor": by_subgoal, "verifier": verdicts},
+                         Overlap(verify_ahead=True))
+    drop = next(e for e in ev if e["kind"] == "overlap_dropped")
+    assert drop["overlap"] == "verify_ahead" and "rejected" in drop["reason"]
+    # s2's batch ran once, after the accepting verdict of the second plan's s1 (never after the rejection)
+    assert [c for _, c in ran(ev)] == [S1["commands"], S1["commands"], S2["commands"]]
+    verdicts_at = [i for i, e in enumerate(ev) if e["kind"] == "verdict"]
+    s2_at = next(i for i, e in enumerate(ev) if e["kind"] == "batch" and e["batch"]["commands"] == S2["commands"])
+    assert verdicts_at[1] < s2_at
+    assert res.overlap["verify_ahead"] == {"asked": 2, "used": 1, "dropped": 1}
+
+
+def test_prediction_and_its_check():
+    prof = load_profile("libero_panda")
+    st = {"eef_pos_mm": [400.0, 0.0, 200.0], "eef_quat_xyzw": [1.0, 0.0, 0.0, 0.0], "eef_yaw_deg": 0.0,
+          "gripper_width_mm": 80.0, "gripper_fraction": 1.0, "joints_deg": [0, 0, 0, 0, 0, 0, 45.0]}
+    batch = {"batch_id": "b1", "subgoal_id": "s1", "commands": [mv("up", 30), {"op": "gripper", "action": "close"}]}
+    rep, end = predict(batch, st, prof)
+    assert end["eef_pos_mm"][2] == 230.0 and end["gripper_fraction"] == 0.0
+    assert [r["status"] for r in rep["results"]] == ["done", "done"]
+    assert predict({**batch, "commands": batch["commands"] + [DONE]}, st, prof) is None
+    real = {**rep, "end_state": {**end, "eef_pos_mm": [400.0, 0.0, 231.0]}}
+    assert mismatch(real, end, prof) == ""
+    assert "mm from the predicted pose" in mismatch({**rep, "end_state": {**end, "eef_pos_mm": [400, 0, 250]}}, end, prof)
+    # a close that stalls on an object: the opening is not the predicted one
+    assert "gripper" in mismatch({**rep, "end_state": {**end, "gripper_fraction": 0.3}}, end, prof)
+    blocked = {**rep, "status": "blocked", "reason": "contact"}
+    assert "blocked" in mismatch(blocked, end, prof)
+
+
+def test_overlap_settings_are_strict():
+    assert Overlap.parse(None) == Overlap() and Overlap.parse(True) == Overlap(True, True)
+    assert Overlap.parse({"speculate": True}) == Overlap(speculate=True)
+    with pytest.raises(ConfigError, match="overlap: unknown key"):
+        Overlap.parse({"speculat": True})
+    with pytest.raises(ConfigError, match="overlap.verify_ahead: must be true or false"):
+        Overlap.parse({"verify_ahead": "yes"})
