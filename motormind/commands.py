@@ -138,7 +138,8 @@ class Move:
         ('{{"op": "move", "direction": <one of {directions}>, "distance_mm": d}}   (d > 0)',
          '{{"op": "move", "vector": [x, y, z], "distance_mm": d}}   (direction given as a base-frame vector, not [0, 0, 0])',
          '{{"op": "move", "direction": "down", "distance_mm": d, "until": "contact"}}   (a guarded move, any direction: '
-         'stops at the first contact, ends done there and the batch goes on, e.g. to a close; if it travels all of d '
+         'stops at the first contact (of the hand, the fingers or a held object), ends done there and the batch goes '
+         'on, e.g. to a close; if it travels all of d '
          'without contact it is blocked and the rest of the batch is not run; only where limits.guarded_moves is '
          'true)'),
         ({"op": "move", "direction": "forward", "distance_mm": 12.2},

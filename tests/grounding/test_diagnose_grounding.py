@@ -7,6 +7,7 @@ with a box drawn into its depth image. The LIBERO set is tested in tests/tools/t
 """
 from __future__ import annotations
 
+import re
 import json
 
 import numpy as np
@@ -198,3 +199,4 @@ def test_the_diagnostic_prompt_carries_the_camera_facts_and_marked_images():
             assert req.images["front"].shape == raw.shape
             assert (not np.array_equal(req.images["front"], raw)) == marks.enabled
             assert "privileged" not in req.context and "mask_rle" not in req.user
+            assert not re.search(r"\$\{?[A-Za-z_]", req.system + req.user)       # every placeholder filled
