@@ -82,7 +82,8 @@ class EpisodeRunner:
             self.monitor_c.setup = self.context.facts.robot()
         self.vlm = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0}
         # Executor calls made ahead of their time (episode/overlap.py), per the brain's VLM config
-        self.overlap = Overlap.parse(getattr(brain, "overlap", None) or OFF)
+        self.overlap = Overlap.parse(getattr(brain, "overlap", None) or         # (a wrapper: its inner's)
+                                     getattr(getattr(brain, "inner", None), "overlap", None) or OFF)
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="ahead") if self.overlap.any else None
         self._tag = threading.local()       # the tag of the ahead call this thread makes
         self.tagged: dict = {}              # tag -> {calls, s, input_tokens, output_tokens, cost_usd}

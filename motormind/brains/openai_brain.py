@@ -123,6 +123,8 @@ class VLMConfig:
     quirks: dict = field(default_factory=dict)  # serve-brain quirk plan (motormind.serve.quirks)
     latency: dict = field(default_factory=dict)  # serve-brain latency plan, s (motormind.serve.latency)
     text_style: str = "fenced"                  # serve-brain: how it answers without response_format
+    overlap: dict | bool = field(default_factory=dict)   # the model's thinking beside the arm's motion
+                                                #  (episode/overlap.py): {speculate: false, verify_ahead: false}
     source: str = field(default="", metadata={"internal": True})   # where the config came from (the loader's)
 
     def __post_init__(self) -> None:
@@ -162,6 +164,8 @@ class VLMConfig:
             raise ConfigError(f"retries: must be an integer >= 0, got {self.retries!r}")
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
             raise ConfigError(f"max_tokens: must be a positive integer, got {self.max_tokens!r}")
+        from ..episode.overlap import Overlap
+        Overlap.parse(self.overlap)                 # a bad setting is an error naming overlap.<field>
         from ..grounding.marks import MarkOptions
         MarkOptions.parse(self.marks)               # a bad option is an error naming marks.<field>
         if self.image_size is not None and (not isinstance(self.image_size, int) or self.image_size < 8):
@@ -368,7 +372,7 @@ def _last_json_object(text: str) -> str:
 
 
 def _parses(text: str) -> bool:
-    from ..roles.base import extract_json     # lazy: one definition of how an answer's JSON is found
+    from ..answers import extract_json     # lazy: one definition of how an answer's JSON is found
     try:
         extract_json(text)
         return True
@@ -409,6 +413,8 @@ class OpenAIBrain(Brain):
         self.cfg = config
         self.name = config.label_or_default
         self.privileged = bool(config.privileged or config.send_scene)
+        from ..episode.overlap import Overlap
+        self.overlap = Overlap.parse(config.overlap)   # read by the episode's driver (runner.py)
         self.on_event = on_event or (lambda kind, **data: None)
         self.scene_fn = scene_fn
         self.profile_name = profile_name

@@ -132,6 +132,8 @@ def _row(job: Job, s: dict, wall: float) -> dict:
                if noise else {}),
             "brain_label": s.get("brain"), "privileged": bool(s.get("privileged")),
             "answered_by": s.get("answered_by"),
+            # Executor calls made ahead (episode/overlap.py): asked / used / dropped, the dropped calls' cost
+            **({"overlap": s["overlap"]} if s.get("overlap") else {}),
             "instruction": s.get("instruction", ""), "simulator": s.get("simulator", {}),
             "run_dir": s.get("run_dir", ""), "pid": os.getpid(), "slot": threading.current_thread().name,
             **_interference_cols(s.get("interference"))}

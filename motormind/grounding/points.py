@@ -488,8 +488,10 @@ class Grounding:
         self.refused = []
         text = ("none yet" if not lines else
                 "(from your points: base-frame positions, offsets from the grip point now)\n" + "\n".join(lines))
+        if role == "executor" and looks_left is not None and self.max_looks is not None and not self.unavailable:
+            text += f"\nLooks left before this batch: {looks_left} of {self.max_looks}."   # (not in the system
         return {"pointing": prompt_text(role, self.conventions(role), self.max_looks if role == "executor" else None,
-                                        self.unavailable, looks_left),
+                                        self.unavailable),          # text: that stays the same bytes, for caching)
                 "measurements": text}
 
     def prompt(self, role: str, state: dict | None = None, looks_left: int | None = None) -> tuple[dict, dict]:

@@ -195,3 +195,31 @@ def test_overlap_settings_are_strict():
         Overlap.parse({"speculat": True})
     with pytest.raises(ConfigError, match="overlap.verify_ahead: must be true or false"):
         Overlap.parse({"verify_ahead": "yes"})
+
+
+def test_each_roles_stable_prefix_is_the_same_bytes_in_every_call_of_an_episode(tmp_path):
+    """Prefix caching (vLLM's automatic prefix caching, hosted prompt caching) reuses what comes first:
+    the system text and the user text up to the task instruction (the robot's facts) stay byte-identical
+    across an episode's calls of each role, looks and speculative calls included."""
+    from motormind.brains.scripted import ScriptedBrain
+    robot = FakeRobot()
+    look = {"regions": [{"camera": "front", "box": [0, 0, 8, 8], "label": "corner"}]}
+    script = {"planner": [ONE], "executor": [look, cmds(mv("forward", 10)), cmds(mv("left", 10)),
+                                              cmds(mv("up", 10), DONE)],
+              "monitor": [{"schema_version": 1, "cancel": False, "reason": "fine"}]}
+    brain = ScriptedBrain(script)
+    brain.overlap = Overlap(speculate=True)
+    rec = Recorder(tmp_path)
+    EpisodeRunner(robot, brain, "test task", rec, EpisodeConfig(max_batches=8), success_fn=lambda: False).run()
+    rec.close()
+    by_role: dict = {}
+    for r in brain.requests:
+        by_role.setdefault(r.role, []).append(r)
+    assert {"executor", "verifier", "planner", "memory"} <= set(by_role)
+    assert len(by_role["executor"]) >= 4
+    for role, reqs in by_role.items():
+        cut = [r.user.index("Task instruction:") for r in reqs]
+        prefixes = {r.system + "\x00" + r.user[:c + len("Task instruction: \"test task\"")] for r, c in zip(reqs, cut)}
+        assert len(prefixes) == 1, f"{role}: {len(prefixes)} different stable prefixes"
+        if role != "memory":
+            assert "Robot setup" in reqs[0].user[:cut[0]] or reqs[0].user[:cut[0]].strip(), role
