@@ -547,6 +547,8 @@ class OpenAIBrain(Brain):
         usage = comp.usage
         tin = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
         tout = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
+        # the server's prefix cache (OpenAI's usage.prompt_tokens_details.cached_tokens; vLLM's the same)
+        cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None) if usage else None
         extra = (getattr(comp, "model_extra", None) or {}).get("motormind") or {}
         n_calls = len(attempts) + (1 if retry is None else 2)     # every HTTP request this call made
         meta: dict = {"model": comp.model, "request_id": comp.id, "attempts": n_calls,
@@ -572,6 +574,8 @@ class OpenAIBrain(Brain):
         if extra:
             meta["server"] = {k: extra[k] for k in ("source", "images_received", "usage_estimated") if k in extra}
             self._answered(req.role, extra.get("source"))
+        if cached is not None:
+            meta["cached_tokens"] = int(cached or 0)
         cost = self.cost(tin, tout)
         if cost is not None:
             meta["cost_usd"] = cost
@@ -590,6 +594,7 @@ class OpenAIBrain(Brain):
             t["retries"] += len(attempts)
             t["input_tokens"] += tin
             t["output_tokens"] += tout
+            t["cached_tokens"] = t.get("cached_tokens", 0) + int(cached or 0)
             t["cost_usd"] += cost or 0.0
         if blind:
             self._set_unfit("images_ignored", f"images_ignored: {blind}")

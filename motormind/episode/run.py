@@ -90,7 +90,8 @@ def make_brain(spec: RunSpec, robot, record=None):
 
 def vlm_totals(rec: Recorder) -> dict:
     """A listener that totals the record's VLM calls (cost, retries, repairs, fail-safes)."""
-    tot = {"calls": 0, "ok": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+    tot = {"calls": 0, "ok": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
+           "cost_usd": 0.0,
            "retries": 0, "repairs": 0, "failed_safe": 0, "transport_failures": 0, "server_faults": 0,
            "quirks": {}, "server_quirks": 0, "latency_by_role": {}}
 
@@ -103,6 +104,7 @@ def vlm_totals(rec: Recorder) -> dict:
             tot["latency_s"] = round(tot["latency_s"] + float(ev.get("latency_s", 0.0) or 0.0), 4)
             tot["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
             tot["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
+            tot["cached_tokens"] += int(meta.get("cached_tokens", 0) or 0)   # the server's prefix cache said so
             tot["cost_usd"] = round(tot["cost_usd"] + float(meta.get("cost_usd", 0.0) or 0.0), 8)
             role = str(ev.get("role", "?"))
             tot["latency_by_role"][role] = round(tot["latency_by_role"].get(role, 0.0)

@@ -30,6 +30,13 @@ from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain
 from .operator_proxy import OperatorProxy
 
 
+# issue 37: the overlap runs in-process only; a ROS 2 launch with it on is refused, not quietly serial
+OVERLAP_OVER_ROS = ("overlap: speculate and verify_ahead (episode/overlap.py) run in the in-process runner only "
+                    "(motormind run / eval); the ROS 2 Executor node cannot ask its brain beside the Controller and "
+                    "the Verifier nodes yet: set overlap: {} (or --vlm-set overlap.speculate=false "
+                    "overlap.verify_ahead=false) in the VLM config of a ROS 2 launch")
+
+
 class RoleNode(MotorMindNode):
     """A node hosting one role over the brain: the task, the plan, memory and observations."""
 
@@ -38,6 +45,9 @@ class RoleNode(MotorMindNode):
         self.exit_code = None
         self.rpc = RemoteCall(self) if self.settings.brain.type == "oracle" or self.needs_rpc() else None
         self.brain = make_brain(self, self.rpc)
+        if getattr(getattr(self.brain, "overlap", None), "any", False):
+            from ..errors import ConfigError
+            raise ConfigError(OVERLAP_OVER_ROS)
         self.closing = False
         self._recorder_seen = False
         self.operator: OperatorProxy | None = None

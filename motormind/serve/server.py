@@ -483,6 +483,7 @@ class BrainServer:
         usage = {"prompt_tokens": _estimate_tokens(chars) + self.image_tokens(req.images),
                  "completion_tokens": billed if billed is not None else _estimate_tokens(said)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        usage["prompt_tokens_details"] = {"cached_tokens": self._cached_tokens(req.system + "\x00" + req.user)}
         entry["status"] = 200
         mm = {"source": getattr(reply, "brain", "?"), "privileged": bool(reply.privileged),
               "fault": fault, "quirk": quirk, "role": req.role, "images_received": extras["images_decoded"],
@@ -495,6 +496,27 @@ class BrainServer:
             "usage": usage, "motormind": mm,
         }
         return 200, out, headers
+
+    CACHE_BLOCK = 16          # tokens per cached block (vLLM's default block size)
+    CACHE_PROMPTS = 64        # the recent prompts a prefix may be shared with
+
+    def _cached_tokens(self, text: str) -> int:
+        """The emulated prefix cache: the tokens of the longest prefix this prompt (system, then user text)
+        shares with a recent one, in whole blocks, as vLLM's automatic prefix caching counts them and
+        reports them (``usage.prompt_tokens_details.cached_tokens``, like OpenAI's). Estimated, as the
+        prompt tokens are."""
+        with self._lock:
+            recent = getattr(self, "_recent", None)
+            if recent is None:
+                recent = self._recent = []
+            best = 0
+            for old in recent:
+                n = min(len(old), len(text))
+                k = next((i for i in range(n) if old[i] != text[i]), n)
+                best = max(best, k)
+            recent.append(text)
+            del recent[:-self.CACHE_PROMPTS]
+        return (int(best / 4.0) // self.CACHE_BLOCK) * self.CACHE_BLOCK
 
     def image_tokens(self, images: dict) -> int:
         """Prompt tokens for the images the emulated model received, by the family's rules

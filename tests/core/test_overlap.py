@@ -223,3 +223,23 @@ def test_each_roles_stable_prefix_is_the_same_bytes_in_every_call_of_an_episode(
         assert len(prefixes) == 1, f"{role}: {len(prefixes)} different stable prefixes"
         if role != "memory":
             assert "Robot setup" in reqs[0].user[:cut[0]] or reqs[0].user[:cut[0]].strip(), role
+
+
+def test_the_servers_cached_tokens_reach_the_call_record_and_the_totals():
+    """serve-brain reports a repeated prompt prefix as cached tokens, as vLLM and OpenAI do
+    (usage.prompt_tokens_details.cached_tokens); the openai brain records them per call and totals them."""
+    from motormind.brains.base import BrainRequest
+    from motormind.brains.openai_brain import OpenAIBrain, load_vlm_config
+    from motormind.serve.server import BrainServer
+    verdict = {"schema_version": 1, "achieved": True, "evidence": "ok"}
+    schema = {"type": "object"}
+    system = "You are the Verifier of a robot. " + "The robot's fixed facts. " * 40
+    with BrainServer(ScriptedBrain({"verifier": [verdict]}), model="m") as srv:
+        brain = OpenAIBrain(load_vlm_config("local-oracle", [f"base_url={srv.url}", "serve=null",
+                                                             "overlap.speculate=true"]))
+        assert brain.overlap == Overlap(speculate=True)
+        first = brain.respond(BrainRequest("verifier", "verifier", system, "Is it done? (1)", schema, {}, {}))
+        second = brain.respond(BrainRequest("verifier", "verifier", system, "Is it done? (2)", schema, {}, {}))
+    assert first.meta["cached_tokens"] == 0
+    assert second.meta["cached_tokens"] >= 16 * (len(system) // 4 // 16) > 0
+    assert brain.totals["cached_tokens"] == second.meta["cached_tokens"]
