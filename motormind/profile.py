@@ -352,7 +352,7 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
     safety = from_mapping(Safety, r.section(d, "safety"), source or "profile", "safety") \
         if d.get("safety") is not None else None
     backends = d.get("backends") or []
-    from .registry import ROBOTS
+    from .backends import ROBOTS
     if not isinstance(backends, list) or any(b not in ROBOTS for b in backends):
         r.fail("backends", f"must be a list of robot backends ({', '.join(ROBOTS)}), got {backends!r}")
     views = r.views(d.get("cameras"), dirs)

@@ -261,7 +261,7 @@ class Checker:
     def check_coordinates(self) -> None:
         from .image_sizing import fit
         from .probe import point_request
-        from ..roles.base import extract_json
+        from ..answers import extract_json
         from ..schemas import POINT, validate
         w = h = self.size
         x, y = 0.7 * w, 0.3 * h

@@ -107,7 +107,7 @@ class ProbeResult:
 
 
 def _prompt(values: dict) -> tuple[str, str]:
-    from ..roles.base import render      # lazy: the prompt files are the roles' business
+    from ..prompt_text import render      # lazy: one definition of how a prompt file is rendered
     import json
     return render("probe", {"schema": json.dumps(PROBE), **values})
 
@@ -143,7 +143,7 @@ def probe_images(brain, names: list[str], shape) -> ProbeResult:
         res.latency_s = round(time.perf_counter() - t0, 3)
         return res
     try:
-        from ..roles.base import extract_json
+        from ..answers import extract_json
         obj = extract_json(seen.text)
         validate(obj, PROBE)
         res.answered = list(obj["colours"])
@@ -187,6 +187,6 @@ def probe_images(brain, names: list[str], shape) -> ProbeResult:
 def point_request(width: int, height: int, x: float, y: float) -> BrainRequest:
     """The coordinate check: one dot at pixel (x, y), the answer asked in 0..1000 normalised units."""
     import json
-    from ..roles.base import render
+    from ..prompt_text import render
     system, user = render("point", {"schema": json.dumps(POINT), "colour": "red"})
     return BrainRequest("point", "point", system, user, POINT, {"dot": dot_image(width, height, x, y)}, {})

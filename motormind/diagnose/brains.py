@@ -208,7 +208,8 @@ def make_brain(name: str, seed: int = 0, noise=None, vlm: str | None = None, vlm
 
 def _openai(vlm, vlm_set, record, profile):
     from ..brains.openai_brain import load_vlm_config
-    from ..registry import BrainConfig, openai_brain
+    from ..registry import BrainConfig
+    from ..serve.build import openai_brain
     cfg = load_vlm_config(vlm, vlm_set)
     if cfg.send_scene:
         raise ConfigError(f"{cfg.source or vlm}: send_scene ships a live simulator scene, and the diagnostic has "
