@@ -19,7 +19,8 @@ role's repair round K). It holds what the model would get, and nothing else:
     schema.json     the JSON schema the answer must match
     status.json     written by the server when the request ends: answered, expired, closed
 
-``DIR/waiting.json`` (rewritten atomically) lists the requests waiting for an answer.
+``DIR/waiting.json`` (rewritten atomically) lists the requests waiting for an answer, and says
+``"closed": true`` once the episode's brain has closed (no request will come; never the outcome).
 
 The answer is the file ``answer.json`` in the request's folder: the text a model would have said
 (one JSON object; a ``<think>`` block before it is stripped as a reasoning model's is). It must
@@ -226,8 +227,12 @@ class ManualBrain:
         return self.respond_with(req, {})
 
     def close(self) -> None:
-        """Every request still waiting ends (``closed``); the server's threads are released."""
+        """Every request still waiting ends (``closed``); the server's threads are released.
+        ``waiting.json`` then says ``"closed": true``: no request will come (an answerer's signal to
+        stop; it says nothing of the outcome, which is privileged)."""
         self._closed.set()
+        with self._lock:
+            self._index()
 
     # -- a request's folder ---------------------------------------------------------------------
     def _write(self, req: BrainRequest, extras: dict) -> tuple[Path, dict]:
@@ -354,7 +359,7 @@ class ManualBrain:
         (or before any thread runs)."""
         items = [{k: v for k, v in e.items() if k != "deadline"} for e in self._waiting.values()]
         _write_whole(self.queue / INDEX, _json({"schema_version": 1, "updated_unix": round(time.time(), 3),
-                                                "waiting": items}))
+                                                "waiting": items, "closed": self._closed.is_set()}))
 
     def _look(self, req: BrainRequest, extras: dict) -> str:
         """``probe=look``: the colour of each image, read from its pixels."""

@@ -402,3 +402,14 @@ def test_libero_episode_folder_holds_no_object_name_the_prompt_lacks(tmp_path):
         ("agentview", "images/agentview.png", 128), ("robot0_eye_in_hand", "images/robot0_eye_in_hand.png", 128)]
     assert first["budget"]["steps_used"] == 0 < second["budget"]["steps_used"] <= s["steps"]
     assert second["budget"]["step_budget"] == s["step_budget"] == 220
+
+
+def test_the_index_says_when_no_request_will_come_and_never_the_outcome(tmp_path):
+    """An answerer polls waiting.json; once the episode's brain has closed it says so (the trials'
+    answerers otherwise waited on a marker of their own), without saying how the episode ended."""
+    b = manual.ManualBrain(tmp_path / "q")
+    assert json.loads((tmp_path / "q" / "waiting.json").read_text())["closed"] is False
+    b.close()
+    index = json.loads((tmp_path / "q" / "waiting.json").read_text())
+    assert index["closed"] is True and index["waiting"] == []
+    assert not {"outcome", "success"} & set(index)
