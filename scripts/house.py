@@ -16,7 +16,8 @@ What is counted, and how:
   ``motormind/__init__.py`` is a unit of its own (``motormind``).
 * **import edges**: ordered pairs of distinct units (A, B) where some file of A imports some module
   of B, at any depth: at module level or inside a function. ``from .x import name`` is an import of
-  ``x`` (of ``x.name`` where that is a module); third-party and standard-library imports are not edges.
+  ``x.name`` where that is a module, else of ``x`` (so ``from . import motion`` in a package imports
+  ``motion``, not the package's ``__init__``); third-party and standard-library imports are not edges.
 * **import layers**: read from module-level imports only (an import in the module body, or in the
   bodies of its ``if``/``try`` blocks): a unit that imports no other unit at module level is in
   layer 0, any other is one layer above the highest unit it imports; units that import each other
@@ -84,7 +85,7 @@ def imports(name: str, path: Path, tree: ast.Module):
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+            names = [f"{mod}.{a.name}" for a in node.names]     # resolved to mod.name, else mod
             own = bool(node.level) or mod == "motormind" or mod.startswith("motormind.")
         else:
             continue
@@ -170,7 +171,7 @@ def measure(root: Path, look_into: set[str]) -> dict:
     mods = modules(root)
     unit = {m: unit_of(m, look_into) for m in mods}
     units = set(unit.values())
-    unit_edges, top_edges, file_edges = set(), set(), set()
+    unit_edges, top_edges, file_edges, sites = set(), set(), set(), set()
     inside, inside_all, inside_files, big_files, big_functions = 0, 0, set(), [], []
     for name, path in mods.items():
         src = path.read_text()
@@ -196,12 +197,14 @@ def measure(root: Path, look_into: set[str]) -> dict:
                 a, b = unit[name], unit[target]
                 if a != b:
                     unit_edges.add((a, b))
+                    sites.add((path.relative_to(root).as_posix(), a, b))
                     if at_top:
                         top_edges.add((a, b))
     layer = layers(units, top_edges)
     upward = sorted((a, b) for a, b in unit_edges if layer[b] > layer[a])
+    upward_files = sorted((f, b) for f, a, b in sites if layer[b] > layer[a])   # (importing file, unit above)
     return {
-        "units": units, "edges": unit_edges, "layer": layer, "upward": upward,
+        "units": units, "edges": unit_edges, "layer": layer, "upward": upward, "upward_files": upward_files,
         "unit_cycles": [c for c in components(units, unit_edges) if len(c) > 1],
         "file_cycles": [c for c in components(set(mods), file_edges) if len(c) > 1],
         "inside": inside, "inside_all": inside_all, "inside_files": sorted(inside_files),

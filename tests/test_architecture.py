@@ -4,13 +4,17 @@
 * the core imports no SDK, simulator, HTTP server, console or ROS module at module level (the
   registry imports what a configuration names, inside its functions);
 * brains/ never reaches serve/, console/ or ros/ (the openai brain with an in-process serve-brain
-  is assembled by motormind/registry.py);
+  is assembled by motormind/serve/build.py, named in motormind/registry.py);
 * robots/ and sim/ are imported by their installed names, motormind.robots and motormind.sim;
-* every path a doc or a comment cites is a file of the repository.
+* every path a doc or a comment cites is a file of the repository;
+* every import is read, those inside functions too (scripts/house.py, the one measure of the house):
+  an import that reaches up a layer, and an import cycle between files, is one of a short list
+  below, each saying why.
 """
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from pathlib import Path
 
@@ -174,3 +178,92 @@ def test_the_registry_imports_no_backend_or_brain_at_module_level(mod):
            if _under(m, ("motormind.robots", "motormind.sim", "motormind.brains", "motormind.serve",
                          "motormind.console", "motormind.ros"))]
     assert not bad
+
+
+# -- every import, those inside functions too --------------------------------------------------------------
+def _house():
+    spec = importlib.util.spec_from_file_location("house", ROOT / "scripts" / "house.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.measure(ROOT, set())
+
+
+HOUSE = _house()
+
+# (importing file, unit it reaches up to) -> why. Layers are read from module-level imports
+# (scripts/house.py), so each of these is an import inside a function.
+UPWARD = {
+    ("motormind/cli.py", "motormind.brains"): "the command line imports a subcommand's modules when it runs "
+                                                "(lazy entry points: `motormind --help` loads nothing heavy)",
+    ("motormind/cli.py", "motormind.episode"): "the same: `motormind run`",
+    ("motormind/cli.py", "motormind.evaluate"): "the same: `motormind eval`",
+    ("motormind/cli.py", "motormind.webserver"): "the same: the console's port, bound before the run",
+    ("motormind/console/cli.py", "motormind.ros"): "`motormind console --ros` starts the ROS 2 node: rclpy is "
+                                                   "imported only then (deferred heavy import)",
+    ("motormind/argtypes.py", "motormind.evaluate"): "--interference is parsed by evaluate/interference.py's own "
+                                                     "parser (one definition), read when the argument is",
+    ("motormind/views.py", "motormind.strict_config"): "the unknown-key message (one definition), on the error "
+                                                       "path; strict_config is a layer up only for strict_json, "
+                                                       "no cycle",
+    ("motormind/grounding/pixels.py", "motormind.brains"): "a model family's pixel convention uses "
+                                                           "brains/image_sizing.py's size rule (one definition; "
+                                                           "that module imports nothing of the brains)",
+    ("motormind/brains/openai_brain.py", "motormind.episode"): "the VLM config's overlap: is checked by "
+                                                               "episode/overlap.py's parser (issue 37)",
+    ("motormind/brains/check.py", "motormind.roles"): "`motormind vlm check` asks the real roles through the "
+                                                      "endpoint: a driver kept in brains/ (issue 35)",
+    ("motormind/brains/check.py", "motormind.components"): "the same driver: the report the roles it asks read",
+    ("motormind/episode/run.py", "motormind.console"): "run_episode assembles its attachments (console, "
+                                                       "interference) inside episode/ (issue 35: one way to open "
+                                                       "an episode)",
+    ("motormind/episode/run.py", "motormind.evaluate"): "the same: the outside hand of interference",
+    ("sim/xarm_cell/emulator.py", "motormind.serve"): "the privileged scene channel, opened only when a privileged "
+                                                      "port is asked for",
+    ("sim/xarm_cell/trials.py", "motormind.brains"): "trials.py is an evaluation driver kept in sim/ (issue 35 moves "
+                                                     "it under evaluate/)",
+    ("sim/xarm_cell/trials.py", "motormind.components"): "the same evaluation driver (issue 35)",
+    ("sim/xarm_cell/trials.py", "motormind.evaluate"): "the same evaluation driver (issue 35)",
+    ("sim/xarm_cell/trials.py", "motormind.runner"): "the same evaluation driver (issue 35)",
+}
+
+# import cycles between files (every import read) -> why
+CYCLES = {
+    frozenset({"motormind.evaluate.report", "motormind.evaluate.htmlreport"}):
+        "report.py writes report.html through htmlreport.py (imported when it writes), which reads report's "
+        "rows: one definition of each section",
+    frozenset({"motormind.ros.graph", "motormind.ros.settings"}):
+        "the settings find the packaged parameters file through the graph, the graph checks its arguments "
+        "with the settings; both imports inside functions",
+    frozenset({"motormind.sim.xarm_emulator.server", "motormind.sim.xarm_cell.emulator"}):
+        "`motormind emulate xarm6 --scene` starts the cell's emulator (imported then), a subclass of the "
+        "emulator's server",
+}
+
+
+def test_an_import_reaches_up_a_layer_only_where_it_says_why():
+    got = set(HOUSE["upward_files"])
+    new = sorted(got - set(UPWARD))
+    assert not new, ("imports that reach up a layer (scripts/house.py --details), each must move down or be "
+                     "listed in UPWARD with why:\n" + "\n".join(f"{f} -> {u}" for f, u in new))
+    stale = sorted(set(UPWARD) - got)
+    assert not stale, "UPWARD lists imports that no longer reach up; remove them:\n" + "\n".join(map(str, stale))
+    assert all(len(why) > 20 for why in [*UPWARD.values(), *CYCLES.values()])
+
+
+def test_no_import_cycle_between_files_but_the_listed_ones():
+    got = {frozenset(c) for c in HOUSE["file_cycles"]}
+    new = [sorted(c) for c in got - set(CYCLES)]
+    assert not new, "import cycles between files (scripts/house.py --details):\n" + "\n".join(map(str, new))
+    stale = [sorted(c) for c in set(CYCLES) - got]
+    assert not stale, "CYCLES lists cycles that are gone; remove them:\n" + "\n".join(map(str, stale))
+
+
+def test_the_profile_and_the_brains_import_no_registry_and_no_roles():
+    """The registry builds brains and servers; the profile sits below it. The brains parse answers
+    and render prompts with motormind/answers.py and motormind/prompt_text.py, not the roles'."""
+    path = dict(ALL)
+    assert not [m for m, _, _ in imports("motormind.profile", path["motormind.profile"])
+                if _under(m, ("motormind.registry",))]
+    bad = [f"{n}:{line}: {m}" for n in ("motormind.brains.openai_brain", "motormind.brains.probe")
+           for m, line, _ in imports(n, path[n]) if _under(m, ("motormind.roles", "motormind.registry"))]
+    assert not bad, "\n".join(bad)
