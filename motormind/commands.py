@@ -33,7 +33,7 @@ import numpy as np
 
 from . import SCHEMA_VERSION
 from .errors import CommandError
-from .profile import RobotProfile
+from .profile import RobotProfile, apart
 from .strict_json import check_depth, decode_json, finite_number, show
 
 NOTE_MAX_CHARS = 500         # a command's note (any op)
@@ -342,9 +342,10 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
         if d <= 0:
             raise CommandError(f"{f}: must be > 0 (give the direction instead of a sign), got {d:g}", f)
         if d < lim.min_move_mm:
-            raise CommandError(f"{f}: {d:g} mm is below the minimum move {lim.min_move_mm:g} mm", f)
+            raise CommandError(f"{f}: {apart(d, lim.min_move_mm)} mm is below the minimum move {lim.min_move_mm:g} mm", f)
         if d > lim.max_move_mm:
-            raise CommandError(f"{f}: {d:g} mm exceeds the per-command limit {lim.max_move_mm:g} mm", f)
+            raise CommandError(f"{f}: {apart(d, lim.max_move_mm)} mm exceeds the per-command limit {lim.max_move_mm:g} mm",
+                               f)
         until = ""
         if "until" in obj:
             until = _word(obj, "until", where, UNTIL, "until")
@@ -375,9 +376,11 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
         a = need_number("angle_deg")
         f = f"{where}.angle_deg"
         if abs(a) > lim.max_rotate_deg:
-            raise CommandError(f"{f}: |{a:g}| deg exceeds the per-command limit {lim.max_rotate_deg:g} deg", f)
+            raise CommandError(f"{f}: |{apart(a, math.copysign(lim.max_rotate_deg, a))}| deg exceeds the per-command "
+                               f"limit {lim.max_rotate_deg:g} deg", f)
         if abs(a) < lim.min_rotate_deg:
-            raise CommandError(f"{f}: |{a:g}| deg is below the minimum rotation {lim.min_rotate_deg:g} deg", f)
+            raise CommandError(f"{f}: |{apart(a, math.copysign(lim.min_rotate_deg, a))}| deg is below the minimum "
+                               f"rotation {lim.min_rotate_deg:g} deg", f)
         axis = _word(obj, "axis", where, sorted(profile.rotation_axes), "axis")
         return Rotate(axis, tuple(float(x) for x in profile.rotation_axes[axis]), a, note)
 
@@ -389,7 +392,8 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
             return Gripper(1.0 if act == "open" else 0.0, act, note)
         w = need_number("width")
         if not 0.0 <= w <= 1.0:
-            raise CommandError(f"{where}.width: must be within 0..1 (fraction of the stroke), got {w:g}",
+            raise CommandError(f"{where}.width: must be within 0..1 (fraction of the stroke), got "
+                               f"{apart(w, 1.0 if w > 1.0 else 0.0)}",
                                f"{where}.width")
         return Gripper(w, "", note)
 
@@ -398,7 +402,7 @@ def parse_command(obj: Any, profile: RobotProfile, where: str = "command") -> Co
         if s <= 0:
             raise CommandError(f"{where}.seconds: must be > 0, got {s:g}", f"{where}.seconds")
         if s > lim.max_wait_s:
-            raise CommandError(f"{where}.seconds: {s:g} s exceeds the limit {lim.max_wait_s:g} s",
+            raise CommandError(f"{where}.seconds: {apart(s, lim.max_wait_s)} s exceeds the limit {lim.max_wait_s:g} s",
                                f"{where}.seconds")
         return Wait(s, note)
 

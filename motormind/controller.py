@@ -35,6 +35,7 @@ from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch
 from .errors import CommandError, ConfigError, RobotFault
 from .geometry import angle_between, axis_angle_to_mat, quat_to_mat, rot_error
 from .grasp import GraspTracker
+from .profile import apart
 from .results import BATCH_PRECEDENCE, FaultKind, Status
 from .robot import Motion, MotionResult, Observation, Robot
 from .strict_json import check_depth, decode_json, show, writable
@@ -513,7 +514,7 @@ class Controller:
                 if mres.contact or err_mm > tol.continue_mm:
                     status = "blocked"
                     reason = (f"{'stopped by contact: ' if mres.contact else ''}{achieved_txt}; "
-                              f"error {err_mm:.1f} mm > tolerance {tol.position_mm:g} mm"
+                              f"error {apart(err_mm, tol.position_mm, '.1f')} mm > tolerance {tol.position_mm:g} mm"
                               + (f" ({mres.note})" if mres.note else ""))
                 else:   # settled a little short, nothing in the way: the batch goes on
                     reason = (f"settled {err_mm:.1f} mm from the target without contact ({achieved_txt}); "
@@ -528,7 +529,8 @@ class Controller:
                                             commanded, achieved, t0, mres, motion), end, rot_goal
             if err_deg > tol.rotation_deg:
                 status = "blocked"
-                reason = (f"{'stopped by contact: ' if mres.contact else ''}rotation error {err_deg:.1f} deg "
+                reason = (f"{'stopped by contact: ' if mres.contact else ''}rotation error "
+                          f"{apart(err_deg, tol.rotation_deg, '.1f')} deg "
                           f"> tolerance {tol.rotation_deg:g} deg" + (f" ({mres.note})" if mres.note else ""))
         elif motion.kind == "gripper":
             # held or not is the tracker's word, the same for every backend; the backend's note adds detail
@@ -557,7 +559,8 @@ class Controller:
         if err_mm <= tol.position_mm:
             return "blocked", (f"guarded move: no contact over the whole {cmd.distance_mm:g} mm (nothing met, "
                                f"ended {err_mm:.1f} mm from its target); the rest of the batch is not run")
-        return "blocked", (f"guarded move: stopped without contact {got}, error {err_mm:.1f} mm > tolerance "
+        return "blocked", (f"guarded move: stopped without contact {got}, error {apart(err_mm, tol.position_mm, '.1f')} "
+                           f"mm > tolerance "
                            f"{tol.position_mm:g} mm{note}")
 
     @staticmethod

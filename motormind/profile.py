@@ -22,6 +22,21 @@ from .strict_config import from_mapping, unknown_key_message
 from .views import parse_views
 
 
+def apart(value: float, limit: float, spec: str = "g", limit_spec: str = "g") -> str:
+    """``value`` as text in ``spec``, with as many more digits as it takes to read on its own side
+    of ``limit`` as written (in ``limit_spec``): a refusal never contradicts itself, so 0.4999999
+    against a 0.5 mm minimum reads "0.4999999 mm is below the minimum move 0.5 mm", not "0.5 mm"."""
+    value, limit = float(value), float(limit)
+    if not (math.isfinite(value) and math.isfinite(limit)) or value == limit:
+        return format(value, spec)
+    shown = float(format(limit, limit_spec))
+    for sp in (spec, ".4g", ".7g", ".10g", ".13g"):
+        text = format(value, sp)
+        if (float(text) - shown) * (value - limit) > 0:
+            return text
+    return repr(value)
+
+
 class ReadOnly(Mapping):
     """A mapping that cannot be changed (a profile's workspace box, direction words, axes)."""
 
@@ -152,9 +167,9 @@ class RobotProfile:
             if not math.isfinite(pos_mm[i]):
                 out.append(f"{ax}={pos_mm[i]} is not a finite position")
             elif pos_mm[i] < lo - 1e-9:
-                out.append(f"{ax}={pos_mm[i]:.1f} < {lo:.1f}")
+                out.append(f"{ax}={apart(pos_mm[i], lo, '.1f', '.1f')} < {lo:.1f}")
             elif pos_mm[i] > hi + 1e-9:
-                out.append(f"{ax}={pos_mm[i]:.1f} > {hi:.1f}")
+                out.append(f"{ax}={apart(pos_mm[i], hi, '.1f', '.1f')} > {hi:.1f}")
         return out
 
     def orientation_issue(self, rot_target: np.ndarray, rot_now: np.ndarray | None = None) -> str:
@@ -165,7 +180,7 @@ class RobotProfile:
             return ""
         if rot_now is not None and t <= tilt_deg(rot_now) + 1e-6:
             return ""
-        return f"tilt {t:.1f} deg from gripper-down > max_tilt_deg {self.max_tilt_deg:g}"
+        return f"tilt {apart(t, self.max_tilt_deg, '.1f')} deg from gripper-down > max_tilt_deg {self.max_tilt_deg:g}"
 
     def describe_limits(self) -> dict:
         """The limits as plain data, for prompts and docs."""
@@ -280,12 +295,12 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
     r = _Reader(source)
     if not isinstance(d, dict):
         r.fail("profile", f"must be a mapping, got {type(d).__name__}")
+    extra = set(d) - set(_SECTIONS)
+    if extra:           # first: a misspelt section is named as such, not reported as its missing namesake
+        r.fail("profile", unknown_key_message(extra, _SECTIONS, "section"))
     for key in _SECTIONS:
         if key not in d and key not in _OPTIONAL:
             r.fail(key, "missing section")
-    extra = set(d) - set(_SECTIONS)
-    if extra:
-        r.fail("profile", unknown_key_message(extra, _SECTIONS, "section"))
     if not isinstance(d["name"], str) or not d["name"].strip():
         r.fail("name", f"must be a non-empty string, got {d['name']!r}")
     lim = r.section(d, "limits")

@@ -15,7 +15,9 @@ import time
 
 
 def register(sub) -> None:
-    from ..argtypes import non_negative, port
+    import argparse
+
+    from ..argtypes import non_negative, out_dir, port
     p = sub.add_parser("console", help="the operator console: watch, approve, jog and stop, from a browser",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--robot", choices=["fake", "xarm6"], default=None,
@@ -36,13 +38,17 @@ def register(sub) -> None:
                    help="also answer to this Host name (e.g. the machine's address, with --host 0.0.0.0); "
                         "repeatable. Any other name is refused (DNS rebinding)")
     p.add_argument("--port", type=port, default=8765, help="HTTP port (0: any free port)")
-    p.add_argument("--token", default=None, help="the control token (default: a new random one, printed)")
+    # the same names as `motormind run --console`'s options; --token and --frame-hz, the old spellings, still work
+    p.add_argument("--console-token", default=None, help="the control token (default: a new random one, printed)")
+    p.add_argument("--token", dest="console_token", default=None, help=argparse.SUPPRESS)
     p.add_argument("--approval", action="store_true", help="start in approval mode: every batch waits for you")
     p.add_argument("--instruction", default=None, help="start a first episode with this instruction")
-    p.add_argument("--frame-hz", type=non_negative, default=5.0,
+    p.add_argument("--console-frame-hz", type=non_negative, default=5.0,
                    help="camera frames per second while the arm moves (0: only at action boundaries)")
+    p.add_argument("--frame-hz", dest="console_frame_hz", type=non_negative, default=5.0, help=argparse.SUPPRESS)
     p.add_argument("--realtime", action="store_true", help="--robot fake: move in real time (as a real arm would)")
-    p.add_argument("--out", default="runs/console", help="where episode records go (one folder each)")
+    p.add_argument("--out", default="runs/console", type=out_dir,
+                   help="the directory episode records go under (one folder each)")
     p.add_argument("--domain-id", type=int, default=None, help="--ros: ROS_DOMAIN_ID")
     p.add_argument("--manual-queue", default=None, metavar="DIR",
                    help="--ros: the manual VLM endpoint's queue folder (the role nodes' VLM config names it as "
@@ -78,6 +84,37 @@ def _brain_factory(a, robot):
     return lambda rec: build_brain(cfg, robot, robot.profile, rec)      # the episode's record (EpisodeHost)
 
 
+def _check_host(host: str) -> None:
+    """``--host`` names an address of this machine, or says why not (before ``--port`` is blamed)."""
+    import errno
+    import socket
+
+    from ..errors import ConfigError
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICSERV)
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError(f"--host: {host!r} is not an address to serve on ({getattr(e, 'strerror', None) or e}); "
+                          "e.g. 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)") from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((addr[0], 0))
+        except OSError as e:
+            if e.errno == errno.EADDRNOTAVAIL:
+                raise ConfigError(f"--host: {host} is not an address of this machine ({e.strerror}); "
+                                  "e.g. 127.0.0.1 or 0.0.0.0") from None
+
+
+def _make_out(out: str) -> None:
+    from pathlib import Path
+
+    from ..errors import ConfigError
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out: cannot make the directory {out}: {e.strerror or e}") from None
+
+
 def _wait_for_signal() -> None:
     done: list = []                 # not a threading.Event: a handler must take no lock (its set() does)
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -104,7 +141,8 @@ def _main(a) -> int:
             import os
             os.environ["ROS_DOMAIN_ID"] = str(a.domain_id)
         from ..ros.console_node import run_console_node
-        return run_console_node(a.host, a.port, a.token, a.profile, manual_queue=a.manual_queue)
+        _check_host(a.host)
+        return run_console_node(a.host, a.port, a.console_token, a.profile, manual_queue=a.manual_queue)
     from ..episode.config import EpisodeConfig
     from ..webserver import listen_for
     from .session import EpisodeHost
@@ -117,14 +155,16 @@ def _main(a) -> int:
     if a.brain == "openai":
         from ..brains.endpoint import checked_vlm_config
         checked_vlm_config(a.vlm, a.vlm_set)
+    _check_host(a.host)
     sock = listen_for("--port", a.host, a.port)
+    _make_out(a.out)
     robot = _robot(a)
     host = None
     try:
         make = _brain_factory(a, robot)
-        host = EpisodeHost(robot, make, a.out, a.host, a.port, a.token, a.approval,
+        host = EpisodeHost(robot, make, a.out, a.host, a.port, a.console_token, a.approval,
                            config=lambda: EpisodeConfig(wall_budget_s=3600.0), progress=say,
-                           frame_hz=a.frame_hz, robot_label=a.robot, allow_hosts=tuple(a.allow_host),
+                           frame_hz=a.console_frame_hz, robot_label=a.robot, allow_hosts=tuple(a.allow_host),
                            sock=sock).start()
         print(host.session.banner(), flush=True)
         say(f"robot: {robot.profile.description}; brain: {a.brain}; records under {a.out}/. Ctrl-C to quit.")

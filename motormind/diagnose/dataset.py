@@ -80,6 +80,12 @@ def load_set(path) -> tuple[dict, list[dict]]:
     """(manifest, questions) of a set directory; refuses unknown formats and corrupt files."""
     d = Path(path)
     mp = d / "manifest.json"
+    if d.is_file():                     # a file of a set, or no set at all: its directory is what is asked for
+        if (d.parent / "manifest.json").is_file():
+            raise ConfigError(f"--set: {d} is a file of a question set; give its directory: --set {d.parent}")
+        raise ConfigError(f"--set: {d} is a file, not a question set: give the directory `motormind diagnose "
+                          "build` wrote (manifest.json, questions.jsonl and images/ in it; by default "
+                          "runs/diagnose/set-v<N>-<Q>q-seed<S>)")
     if not mp.is_file():
         raise ConfigError(f"--set: {d} is not a question set (no manifest.json); "
                           f"build one with `motormind diagnose build --out {d}`")

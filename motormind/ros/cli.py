@@ -23,7 +23,8 @@ def register(subparsers) -> None:
         epilog="launch arguments (as for ros2 launch):\n" + "\n".join(lines)
                + "\n\nexamples:\n  motormind launch sim task:=3 record:=runs/t3.mcap\n"
                  "  motormind launch xarm6 robot_ip:=192.168.1.222 camera:=front=0")
-    p.add_argument("setup", choices=graph.SETUPS)
+    p.add_argument("setup", choices=graph.SETUPS,
+                   help="which graph: sim (LIBERO-PRO), xarm6 (the arm or its emulator), fake (the kinematic fake)")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="name:=value", help="launch arguments")
     p.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID for the nodes (default: inherited)")
     p.add_argument("--network", action="store_true",

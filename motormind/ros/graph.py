@@ -158,15 +158,18 @@ def resolve_args(setup: str, given: dict | None = None) -> dict:
     specs = {a.name: a for a in ARGS[setup]}
     unknown = sorted(set(given) - set(specs))
     if unknown:
-        raise ValueError(f"unknown argument(s) for {setup}: {', '.join(unknown)} "
+        from ..strict_config import nearest
+        hint = nearest(unknown[0], specs) if len(unknown) == 1 else ""
+        raise ValueError(f"unknown argument(s) for {setup}: {', '.join(unknown)}{hint} "
                          f"(known: {', '.join(specs)})")
     out = {}
     for name, a in specs.items():
         v = given.get(name, a.default)
         try:
             out[name] = _bool(v) if a.kind is bool else a.kind(v)
-        except ValueError as e:
-            raise ValueError(f"argument {name}: {e}") from None
+        except ValueError:
+            want = {bool: "true or false", int: "a whole number"}.get(a.kind, f"a {a.kind.__name__}")
+            raise ValueError(f"{name}: must be {want}, got {v!r}") from None
     return out
 
 

@@ -275,7 +275,7 @@ def register(sub) -> None:
                        description="Run N placement episodes on the physics-backed xArm6 emulator (a scene of "
                                    "configs/cells/) through the unmodified SDK, with and without interference; "
                                    "report success with 95% Wilson intervals and the placement error.")
-    p.add_argument("robot", choices=["xarm6"])
+    p.add_argument("robot", choices=["xarm6"], help="the robot whose rehearsal cell runs the trials")
     p.add_argument("--scene", default="placement", help="a scene in configs/cells/ or a YAML path")
     p.add_argument("-n", "--trials", type=positive_int, default=40, help="layouts (seeds seed .. seed+n-1)")
     p.add_argument("--interference", choices=list(CONDITIONS), default="both",

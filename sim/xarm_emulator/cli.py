@@ -9,8 +9,10 @@ def register(sub) -> None:
                        description="Start the wire-level xArm6 controller emulator that the unmodified "
                                    "xarm-python-sdk connects to. Options after the robot name go to the "
                                    "emulator (see `motormind emulate xarm6 --help`).")
-    p.add_argument("robot", choices=["xarm6"])
-    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.add_argument("robot", choices=["xarm6"], help="the controller to emulate")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="OPTIONS",
+                   help="the emulator's own options, after the robot name (--host, --port, --scene, ...: "
+                        "`motormind emulate xarm6 --help` lists them)")
     p.set_defaults(fn=_main)
 
 

@@ -177,3 +177,52 @@ def test_the_help_of_motormind_and_of_every_command_renders():
         with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as ex:
             p.parse_args(["--help"])
         assert ex.value.code == 0 and "usage:" in out.getvalue(), p.prog
+
+
+def test_errors_that_misled_name_what_is_wrong(tmp_path):
+    """Issue 36: each of these once blamed the wrong thing, or ended in a traceback."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory\n")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text((config_dir() / "robots" / "fake.yaml").read_text().replace("\nworkspace_mm:", "\nworkspace_mn:"))
+    cases = [
+        (["console", "--robot", "fake", "--port", 0, "--out", a_file],
+         f"argument --out: {a_file} exists and is not a directory", "Traceback"),
+        (["console", "--robot", "fake", "--port", 0, "--out", a_file / "sub"],
+         f"--out: cannot make the directory {a_file / 'sub'}: Not a directory", "Traceback"),
+        (["console", "--robot", "fake", "--port", 0, "--host", "999.1.1.1"], "--host: '999.1.1.1' is not an address",
+         "--port"),
+        (["serve-brain", "--profile", typo],
+         "unknown section(s) ['workspace_mn'] (did you mean 'workspace_mm'?)", "missing section"),
+        (["launch", "sim", "task:=abc"], "task: must be a whole number, got 'abc'", "int()"),
+        (["launch", "sim", "console:=maybe"], "console: must be true or false, got 'maybe'", "not a boolean"),
+        (["diagnose", "run", "--set", a_file], f"--set: {a_file} is a file, not a question set", "build --out"),
+    ]
+    failures = []
+    for argv, says, never in cases:
+        rc, err, built = motormind(*argv)
+        line = err[0] if err else ""
+        if rc == 0 or len(err) != 1 or says not in line or never in line or built != "[]":
+            failures.append(f"motormind {' '.join(map(str, argv))}: rc {rc}, built {built}, stderr {err[:6]}")
+    assert not failures, "\n".join(failures)
+
+
+def test_a_refused_magnitude_never_reads_as_its_own_limit():
+    from motormind.commands import parse_command
+    from motormind.errors import CommandError
+    from motormind.profile import load_profile
+    prof = load_profile("fake")
+    lim = prof.limits
+    for cmd, says in [({"op": "move", "direction": "up", "distance_mm": lim.min_move_mm - 1e-7},
+                       f"{lim.min_move_mm - 1e-7:.7g} mm is below the minimum move {lim.min_move_mm:g} mm"),
+                      ({"op": "move", "direction": "up", "distance_mm": lim.max_move_mm + 1e-6},
+                       f"{lim.max_move_mm + 1e-6:.10g} mm exceeds the per-command limit {lim.max_move_mm:g} mm"),
+                      ({"op": "gripper", "width": 1.0000001}, "got 1.0000001"),
+                      ({"op": "wait", "seconds": lim.max_wait_s + 1e-9}, f"{lim.max_wait_s + 1e-9:.13g} s exceeds")]:
+        with pytest.raises(CommandError) as e:
+            parse_command(cmd, prof)
+        assert says in str(e.value), str(e.value)
+    box = prof.in_workspace([prof.workspace_mm["x"][0] - 0.04, 0.5 * sum(prof.workspace_mm["y"]),
+                             0.5 * sum(prof.workspace_mm["z"])])
+    lo = prof.workspace_mm["x"][0]
+    assert box == [f"x={lo - 0.04:.4g} < {lo:.1f}"], box

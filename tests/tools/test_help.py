@@ -90,3 +90,27 @@ def test_the_shipped_oracle_configs_are_handled_by_vlm_check():
     finally:
         srv.close()
     assert r.returncode == 0 and "the endpoint is listening at" in r.stdout and "send_scene" in r.stdout, r.stderr
+
+
+def test_the_console_options_have_one_name_in_run_and_in_console():
+    p = build_parser()
+    subs = dict(parsers(p))
+
+    def shown(name):
+        f = subs[name]
+        return {o for a in f._actions if a.help != argparse.SUPPRESS for o in a.option_strings}
+    for opt in ("--console-token", "--console-frame-hz", "--approval"):
+        assert opt in shown("motormind run") and opt in shown("motormind console"), opt
+    assert "--token" not in shown("motormind console") and "--frame-hz" not in shown("motormind console")
+    old = p.parse_args(["console", "--robot", "fake", "--token", "t0", "--frame-hz", "1.5"])   # scripts' spelling
+    new = p.parse_args(["console", "--robot", "fake", "--console-token", "t0", "--console-frame-hz", "1.5"])
+    assert (old.console_token, old.console_frame_hz) == (new.console_token, new.console_frame_hz) == ("t0", 1.5)
+
+
+def test_every_positional_argument_is_explained():
+    bare = []
+    for name, p in parsers(build_parser()):
+        for a in p._actions:
+            if not a.option_strings and not isinstance(a, argparse._SubParsersAction) and not a.help:
+                bare.append(f"{name} {a.dest}")
+    assert not bare, "positional arguments with no help: " + ", ".join(bare)
