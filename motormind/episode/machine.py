@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..results import Word
+from ..text import clip
 from .book import EpisodeBook, EpisodeResult
 from .config import EpisodeConfig
 from .overlap import OFF, Overlap, mismatch, moved, predict
@@ -208,7 +209,7 @@ class EpisodeMachine:
         self.motion_s += float(rep.get("duration_s", 0.0) or 0.0)
         sg = self.executor.subgoal
         self.hooks.say(f"{sg.id if sg else '?'} batch {rep['batch_id']}: {rep['status']}"
-                       + (f" - {rep['reason'][:120]}" if rep.get("reason") else ""))
+                       + (f" - {clip(rep['reason'], 120)}" if rep.get("reason") else ""))
         if self.book.on_report(rep):
             return self._end(out)
         if self.hooks.evaluate()[0]:
@@ -277,7 +278,7 @@ class EpisodeMachine:
         from ..components import verdict_from_json
         self.seen_verdicts.add(str(msg.get("batch_id", "")))
         v = verdict_from_json(msg)
-        self.hooks.say(f"{v.subgoal_id} verdict: {'achieved' if v.achieved else 'REJECTED'} - {v.evidence[:100]}")
+        self.hooks.say(f"{v.subgoal_id} verdict: {'achieved' if v.achieved else 'REJECTED'} - {clip(v.evidence, 100)}")
         self.book.on_verdict(v)
         esc = self.executor.on_verdict(v)
         p = self.prep
@@ -393,7 +394,7 @@ class EpisodeMachine:
                                  "reason": why})
         self.hooks.record("overlap_dropped", overlap=p.kind, batch_id=p.batch_id, for_batch=p.for_batch, tag=p.tag,
                           reason=why)
-        self.hooks.say(f"{p.kind} batch {p.batch_id} dropped: {why[:120]}")
+        self.hooks.say(f"{p.kind} batch {p.batch_id} dropped: {clip(why, 120)}")
 
     def _take_prepared(self):
         """The prepared proposal, when it is still what the loop head would ask for: (proposal, state,

@@ -23,6 +23,21 @@ DEFAULT_SUITE = {"libero": "libero_spatial", "fake": "fake"}
 FAKE_SUITES = {"fake": (10, 50)}
 
 
+def noise_key(items) -> str:
+    """A noise profile's items as the job key writes them (every setting: the key must tell profiles apart)."""
+    return ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in items) or "-"
+
+
+def short_key(row: dict) -> str:
+    """A row's key for a person: the noise profile by its name (``noise=seed_calibrated``), not its
+    every setting (about 200 characters); the key itself (results.jsonl, resume) keeps them all."""
+    key, noise = str(row.get("key", "")), row.get("noise") or {}
+    if not noise:
+        return key
+    name = noise.get("name") or f"{len(noise)} setting(s)"
+    return key.replace(f"/{noise_key(noise.items())}", f"/noise={name}", 1)
+
+
 @dataclass(frozen=True)
 class Job:
     suite: str
@@ -45,7 +60,7 @@ class Job:
 
     @property
     def key(self) -> str:
-        noise = ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.noise) or "-"
+        noise = noise_key(self.noise)
         brain = f"{self.brain}:{Path(self.vlm).stem}" if self.vlm else self.brain    # the VLM config's name
         key = f"{self.suite}/{self.task}/{self.init_state}/s{self.seed}/{brain}/{self.ablation}/{noise}"
         if self.interference != "off":       # (keys without interference are those of earlier runs)

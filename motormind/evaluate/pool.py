@@ -25,7 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from .jobs import Job, run_job
+from .jobs import Job, run_job, short_key
 
 MAX_CONCURRENCY = 256            # episodes in flight per worker (serve-brain accepts 256 connections)
 # Resident memory, MB (measured: docs/evaluation.md, "Memory"): what an episode in flight adds (its
@@ -394,4 +394,4 @@ class Progress:
         bar = "#" * int(30 * self.done / max(1, self.total))
         self.write(f"[{bar:<30}] {self.done}/{self.total} episodes, success {self.ok}/{self.done} "
                    f"({100 * self.ok / max(1, self.done):.0f}%), elapsed {el:.0f}s, left ~{left:.0f}s | "
-                   f"{row['key']}: {row['outcome']}")
+                   f"{short_key(row)}: {row['outcome']}")

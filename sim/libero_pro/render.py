@@ -47,6 +47,7 @@ MAX_CONTEXTS = _max_contexts()
 MAX_GEOM = 1000                   # robosuite's MjRenderContext scene size
 _LOCK = threading.RLock()
 _CONTEXTS: "OrderedDict[str, _Context]" = OrderedDict()
+_AT_EXIT: list = []               # release_all is registered with atexit (once, with the first context)
 
 
 def scene_key(model) -> str:
@@ -146,6 +147,10 @@ def render(sim, camera: str, width: int, height: int, key: str, depth: bool = Fa
             while len(_CONTEXTS) >= MAX_CONTEXTS:
                 _, old = _CONTEXTS.popitem(last=False)
                 old.free()
+            if not _AT_EXIT:
+                import atexit
+                atexit.register(release_all)
+                _AT_EXIT.append(True)
             ctx = _CONTEXTS[key] = _Context(model, width, height)
         _CONTEXTS.move_to_end(key)
         if not depth:
@@ -154,6 +159,20 @@ def render(sim, camera: str, width: int, height: int, key: str, depth: bool = Fa
     from motormind.grounding.camera import linearize_depth
     extent = float(model.stat.extent)
     return rgb, linearize_depth(zbuf, float(model.vis.map.znear) * extent, float(model.vis.map.zfar) * extent)
+
+
+def release_all() -> None:
+    """Free every GL context this process holds. Run at exit (registered with the first context):
+    a context left to its own ``__del__`` at interpreter teardown calls into an OpenGL binding
+    already torn down (``Exception ignored in: GLContext.__del__ ... 'NoneType' object is not
+    callable`` at the end of ``motormind launch``)."""
+    with _LOCK:
+        while _CONTEXTS:
+            _, ctx = _CONTEXTS.popitem(last=False)
+            try:
+                ctx.free()
+            except Exception:  # noqa: BLE001 - at exit: the others are still freed
+                pass
 
 
 def contexts() -> int:

@@ -47,11 +47,45 @@ def prepare_environment() -> None:
     logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
 
 
+class _LiberoPrints(io.TextIOBase):
+    """What libero prints, line by line: its ``[info]`` chatter (``Applying task order index 0
+    (permutation: [...]) for benchmark ...`` on every benchmark built) is dropped, anything else
+    (``[warning]``, ``[error]``, what robosuite prints) goes on to ``to``."""
+
+    def __init__(self, to):
+        self.to, self._part = to, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s) -> int:
+        *lines, self._part = (self._part + str(s)).split("\n")
+        for line in lines:
+            self._line(line + "\n")
+        return len(s)
+
+    def _line(self, line: str) -> None:
+        if not line.lstrip().startswith("[info]"):
+            self.to.write(line)
+
+    def flush(self) -> None:
+        if self._part:
+            self._line(self._part)
+            self._part = ""
+        self.to.flush()
+
+
 @contextlib.contextmanager
 def stdout_to_stderr():
-    """libero prints '[info] ...' to stdout on every get_benchmark(...)(): keep stdout clean."""
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
+    """libero prints to stdout while a benchmark or an environment is built (``[info] ...`` on every
+    get_benchmark(...)()): stdout stays clean, the ``[info]`` lines are dropped, anything else it
+    prints (warnings, errors) goes to stderr."""
+    out = _LiberoPrints(sys.stderr)
+    try:
+        with contextlib.redirect_stdout(out):
+            yield
+    finally:
+        out.flush()
 
 
 def _benchmark():
