@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..argtypes import one_line
+from ..text import clip
 from ..errors import BrainUnfit, ConfigError, MotorMindError
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
@@ -82,7 +83,20 @@ class Checker:
         self.brain = OpenAIBrain(cfg, client=client, on_event=lambda kind, **d: self.events.append((kind, d)),
                                  profile_name=profile.name)
         self.findings: list[Finding] = []
-        self.latencies: list[float] = []
+        self.latencies: list[float] = []        # one per request the brain was asked (its retries inside)
+        self.failed_calls = 0                   # of those, the ones that got no answer
+        respond = self.brain.respond
+
+        def timed(req, *args, **kw):            # every check's calls, the probes' included, counted once here
+            t0 = time.perf_counter()
+            try:
+                return respond(req, *args, **kw)
+            except BaseException:
+                self.failed_calls += 1
+                raise
+            finally:
+                self.latencies.append(time.perf_counter() - t0)
+        self.brain.respond = timed
         self.quirks: dict = {}
         self.progress = progress or (lambda s: None)
         from .image_sizing import render_size
@@ -93,12 +107,7 @@ class Checker:
         self.progress(f"{status.upper():4s} {check}: {detail}")
 
     def _reply(self, req):
-        t0 = time.perf_counter()
-        try:
-            r = self.brain.respond(req)
-        finally:
-            self.latencies.append(time.perf_counter() - t0)
-        return r
+        return self.brain.respond(req)
 
     # -- the checks ---------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -151,9 +160,7 @@ class Checker:
 
     def check_images(self) -> bool:
         from .probe import probe_images
-        t0 = time.perf_counter()
         res = probe_images(self.brain, self.cameras, (self.size, self.size))
-        self.latencies.append((time.perf_counter() - t0) / max(1, res.calls))
         self.probe = res
         if res.verdict == "ok":
             self.add("images", "ok", f"{len(self.cameras)} image(s) of {self.size} px: {res.message}")
@@ -213,9 +220,7 @@ class Checker:
             ask = type(f"Check{role.title()}", (Role,), {"name": role, "prompt_name": role})(
                 self.brain, record, repair=False)
             n0 = len(rec)
-            t0 = time.perf_counter()
             res = ask.ask(values, images, values)
-            self.latencies.append(time.perf_counter() - t0)
             call = next((d for k, d in rec[n0:] if k == "vlm_call"), {})
             meta = call.get("meta") or {}
             names = [q["quirk"] for q in meta.get("quirks", [])]
@@ -226,8 +231,12 @@ class Checker:
             elif self.brain.unfit:
                 self.add(f"role:{role}", "fail", self.brain.unfit)
                 return
+            elif "response" not in call:        # no answer at all: the endpoint refused or failed the request
+                self.add(f"role:{role}", "fail", f"the endpoint gave no answer to the {role}'s request: "
+                                                 f"{clip(res.error, 300)}; in an episode this role would fail safe "
+                                                 "at every call")
             else:
-                self.add(f"role:{role}", "warn", f"the first answer is not usable: {res.error[:160]} ({how}); "
+                self.add(f"role:{role}", "warn", f"the first answer is not usable: {clip(res.error, 160)} ({how}); "
                                                  "in an episode the role asks once more, quoting the error")
 
     def check_thinking(self) -> None:
@@ -242,11 +251,9 @@ class Checker:
         saved = self.brain._structured
         for mode in (saved, "none"):
             self.brain._structured = mode
-            t0 = time.perf_counter()
             ask.ask(values, images, values)
-            self.latencies.append(time.perf_counter() - t0)
         self.brain._structured = saved
-        metas = [d.get("meta") or {} for k, d in rec if k == "vlm_call"]
+        metas = [d.get("meta") or {} for k, d in rec if k == "vlm_call" and "response" in d]    # answered
         if len(metas) < 2:
             return
         think = [bool(m.get("thinking_chars") or m.get("reasoning_chars")) for m in metas]
@@ -294,12 +301,12 @@ class Checker:
                                             "(MotorMind's roles never ask for image positions)")
 
     def check_latency(self) -> None:
-        lat = [v for v in self.latencies if v > 0]
+        lat = list(self.latencies)               # every call the header counts
         if not lat:
             return
         med, worst = statistics.median(lat), max(lat)
         t = self.cfg.timeout_s
-        detail = f"{len(lat)} calls, median {med:.2f} s, slowest {worst:.2f} s (timeout_s {t:g})"
+        detail = f"{calls_text(len(lat), self.failed_calls)}, median {med:.2f} s, slowest {worst:.2f} s (timeout_s {t:g})"
         if worst > 0.5 * t:
             self.add("latency", "warn", detail + ": a slow call would time out", {"timeout_s": float(math.ceil(3 * worst))})
         else:
@@ -369,8 +376,14 @@ class Checker:
         return {"endpoint": self.cfg.base_url, "model": self.cfg.model, "config": self.cfg.source,
                 "verdict": verdict, "changes": changes, "quirks": dict(self.quirks),
                 "server_changes": [f.server for f in self.findings if f.server],
-                "findings": [asdict(f) for f in self.findings], "calls": self.brain.totals["calls"],
+                "findings": [asdict(f) for f in self.findings], "calls": len(self.latencies),
+                "failed_calls": self.failed_calls,
                 "image_size": self.size}
+
+
+def calls_text(calls: int, failed: int = 0) -> str:
+    """The check's call count, as the header and the latency line both say it."""
+    return f"{calls} call{'s' if calls != 1 else ''}" + (f", {failed} of them failed" if failed else "")
 
 
 def _current(cfg, key: str):
@@ -394,7 +407,8 @@ def _scene_image(size: int, k: int) -> np.ndarray:
 
 
 def render_text(rep: dict) -> str:
-    lines = [f"motormind vlm check: {rep['model']} at {rep['endpoint']} ({rep['calls']} calls)"]
+    lines = [f"motormind vlm check: {rep['model']} at {rep['endpoint']} "
+             f"({calls_text(rep['calls'], rep.get('failed_calls', 0))})"]
     for f in rep["findings"]:
         lines.append(f"  {f['status'].upper():4s} {f['check']}: {f['detail']}")
         if f["server"]:

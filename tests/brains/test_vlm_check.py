@@ -136,3 +136,29 @@ def test_the_check_against_a_standalone_serve_brain_process(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verdict: READY" in r.stdout and "WARN quirk:answer_in_reasoning" in r.stdout
     assert "196 tokens at 448 px" in r.stdout            # Qwen3-VL: 14 x 14 blocks of 32 px
+
+
+def test_roles_the_endpoint_refuses_make_it_unfit_and_every_count_agrees():
+    """remote-oracle with send_scene=false: the standalone oracle answers the planner, executor and
+    verifier HTTP 400 (no scene). That is no usable endpoint, and the header and the latency line
+    count the same calls (issue 36: USABLE, "6 calls" over a latency line of "9 calls")."""
+    import re
+
+    from motormind.brains.check import render_text
+    from motormind.serve.server import SnapshotOracle
+    srv = BrainServer(SnapshotOracle()).start()
+    try:
+        rep = check_endpoint(config(srv, model="motormind", send_scene=False, retries=0))
+    finally:
+        srv.close()
+    assert rep["verdict"] == "unfit", render_text(rep)
+    for role in ("planner", "executor", "verifier"):
+        f = finding(rep, f"role:{role}")
+        assert f["status"] == "fail" and "HTTP 400" in f["detail"], f
+    assert finding(rep, "role:memory")["status"] == "ok"
+    assert finding(rep, "thinking") is None                    # nothing answered to compare
+    text = render_text(rep)
+    header = re.search(r"\((\d+) calls?(?:, (\d+) of them failed)?\)", text.splitlines()[0])
+    latency = re.search(r"latency: (\d+) calls?(?:, (\d+) of them failed)?", text)
+    assert header and latency and header.groups() == latency.groups(), text
+    assert int(header.group(1)) == rep["calls"] == len(srv.log) and int(header.group(2)) == rep["failed_calls"] >= 3
