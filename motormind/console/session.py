@@ -127,6 +127,8 @@ class EpisodeHost:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = self.out_root / f"{stamp}_episode{len(self.episodes) + 1}"
         rec = Recorder(run_dir)
+        from ..episode.run import vlm_totals, vlm_trouble
+        vtot = vlm_totals(rec)                  # every recorded call: the count the console's page shows
         takes_record = bool(inspect.signature(self.make_brain).parameters)
         brain = self.brain = self.make_brain(rec) if takes_record else self.make_brain()
         try:
@@ -142,7 +144,9 @@ class EpisodeHost:
                                               progress=self.progress)
             result = self.runner.run()
             summary = {"instruction": instruction, **result.to_json(), "run_dir": str(run_dir),
-                       "episode_wall_s": round(time.monotonic() - t0, 3)}
+                       "episode_wall_s": round(time.monotonic() - t0, 3),
+                       # one count of calls, as motormind run's summary.json (episode/run.py) and the page give it
+                       "vlm_calls": vtot["calls"], "vlm_trouble": vlm_trouble(vtot)}
             rec("episode_end", **{k: summary.get(k) for k in ("success", "outcome", "reason", "steps", "wall_s")})
             rec.write_json("summary.json", summary)
             self.progress(f"episode ended: {result.outcome} - {result.reason}")

@@ -22,6 +22,10 @@ def _short(v, n: int = 160) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _no_calls() -> dict:
+    return {"calls": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0}
+
+
 class ConsoleView:
     def __init__(self, clock=time.monotonic):
         self.clock = clock
@@ -39,7 +43,7 @@ class ConsoleView:
         self.verdicts: deque = deque(maxlen=100)
         self.memory: dict = {"summary": "", "facts": []}
         self.vlm: deque = deque(maxlen=MAX_LOG)
-        self.vlm_totals = {"calls": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0}
+        self.vlm_totals = _no_calls()
         self.timeline: deque = deque(maxlen=MAX_LOG)
         self.operator_log: deque = deque(maxlen=100)
         self.controller = {"estop": False, "estop_reason": "", "paused": False, "held": ""}
@@ -109,6 +113,8 @@ class ConsoleView:
                             "suite": ev.get("suite", ""), "task": ev.get("task", ""), "t_start": t,
                             "step_budget": ev.get("step_budget")}
             self.plan, self.batches, self._by_id = [], deque(maxlen=MAX_BATCHES), {}
+            # the episode's own calls, as its summary.json counts them (not the sum over the session's episodes)
+            self.vlm_totals = _no_calls()
             self.manual_used = str(ev.get("brain", "")).endswith(":manual")
             self._tl(t, k, f"episode started: {ev.get('instruction', '')}"
                      + (" [oracle: privileged simulator state]" if ev.get("privileged") else ""))

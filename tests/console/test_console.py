@@ -325,3 +325,18 @@ def test_closing_the_console_waits_for_a_frame_under_way():
     closer.join(30)
     assert not closer.is_alive()
     assert "motormind-console-frames" not in [t.name for t in threading.enumerate()]
+
+
+def test_the_pages_vlm_count_is_the_summarys_episode_after_episode(console, tmp_path):
+    """Issue 36: the console said 21 VLM calls where summary.json said 19 (summary.json took the
+    runner's count, the page every recorded call, summed over the session's episodes)."""
+    host, robot, rt = console(executor=[UP, UP])
+    for n in (1, 2):
+        rt.act("instruction", {"text": "go up"}, A)
+        wait_for(lambda: len(host.episodes) >= n, what=f"episode {n} to end")
+        from pathlib import Path
+        run_dir = Path(host.episodes[-1]["run_dir"])
+        s = json.loads((run_dir / "summary.json").read_text())
+        recorded = written_events(run_dir / "events.jsonl", "vlm_call")
+        assert s["vlm_calls"] == len(recorded) > 0
+        assert host.session.view.state()["vlm_totals"]["calls"] == s["vlm_calls"], n
