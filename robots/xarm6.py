@@ -46,7 +46,7 @@ from motormind.geometry import angle_between, mat_to_quat, mat_to_rpy, rpy_to_ma
 from motormind.profile import RobotProfile, load_profile
 from motormind.robot import Motion, MotionResult, Observation, Robot
 
-from .cameras import parse_camera_specs
+from .cameras import CameraConfig, parse_camera_specs
 from .xarm_errors import XArmFault, controller_fault, sdk_fault
 
 log = logging.getLogger("motormind.robots.xarm6")
@@ -181,9 +181,20 @@ class XArm6Robot(Robot):
     closing_axis_eef = (1.0, 0.0, 0.0)
 
     def cameras(self) -> dict:
-        """The calibration file's cameras (``calibration=``); none without one. Depth: as the file
-        says (no depth stream is read yet: every camera's entry should say ``depth: false``)."""
-        return dict(self.calibrations)
+        """The calibration file's cameras (``calibration=``); none without one. The depth flag
+        follows the camera config: true for a camera with a depth source (``depth: URL`` or a
+        pyrealsense2 source), false otherwise, with the file's reason or one naming the config."""
+        depth = set(self.camera_set.depth_names) if self.camera_set is not None else set()
+        out = {}
+        for name, cal in self.calibrations.items():
+            if name in depth:
+                out[name] = cal.with_depth(True)
+            elif cal.depth:
+                out[name] = cal.with_depth(False, f"camera {name!r} has no depth source configured (robot cameras: "
+                                                  f"a depth URL beside its colour source, or a pyrealsense2 source)")
+            else:
+                out[name] = cal
+        return out
 
     def scene_facts(self) -> dict:
         """The table's surface height as configured (``table_z_mm``); nothing when it is not."""
@@ -463,7 +474,8 @@ class XArm6Robot(Robot):
 
     # ============================================================================ Robot interface
     def observe(self, images: bool = False, depth: bool = False) -> Observation:
-        """``depth`` gives nothing yet: no depth stream is read (each calibration says so)."""
+        """With ``images``, each camera's newest frame; with ``depth`` too, the depth image of each
+        camera that has a depth source (metres, NaN where no reading, the colour image's size)."""
         self._ensure_link("observe")
         arm = self._arm
         try:
@@ -486,12 +498,12 @@ class XArm6Robot(Robot):
         rot = rpy_to_mat(*(math.radians(v) for v in pose[3:6]))
         span = max(1e-9, prof.gripper_max_width_mm - prof.gripper_min_width_mm)
         w = self._last_gripper_mm
-        imgs = self.camera_set.read_all() if (images and self.camera_set is not None) else {}
+        imgs, depths = self.camera_set.read_frames(depth) if (images and self.camera_set is not None) else ({}, {})
         return Observation(
             t=time.time(), eef_pos_m=np.array(pose[:3], dtype=float) / 1000.0,
             eef_quat_xyzw=mat_to_quat(rot), gripper_width_mm=w,
             gripper_fraction=float(min(1.0, max(0.0, (w - prof.gripper_min_width_mm) / span))),
-            joints_rad=np.array(angles[:6], dtype=float), images=imgs)
+            joints_rad=np.array(angles[:6], dtype=float), images=imgs, depth=depths)
 
     def _ensure_link(self, where: str) -> None:
         if self._arm is None or self._link_lost or not self._arm.connected:
@@ -885,6 +897,7 @@ class XArm6Config:
     ip: str = ""                                          # the controller's IPv4 address (required)
     command_port: int = field(default=502, metadata={"ge": 1, "le": 65535})   # the emulator may use another
     cameras: tuple[str, ...] = ()                         # NAME=SOURCE each (robots/cameras.py)
+    depth: tuple[str, ...] = ()                           # NAME=URL each: a camera's depth PNG URL (mm)
     calibration: str = ""                                 # the cameras' calibration file or URL (docs/grounding.md)
     table_z_mm: float | None = None                       # the table's surface in the base frame, measured once (prompts)
     gripper: bool = True                                  # drive the xArm Gripper
@@ -896,7 +909,19 @@ class XArm6Config:
         if not self.ip:
             raise ConfigError("ip: required for the xArm6 (the controller's IPv4 address, e.g. 192.168.1.222)")
         check_ipv4(self.ip)
-        parse_camera_specs(self.cameras)
+        self._camera_specs()
+
+    def _camera_specs(self) -> dict | None:
+        """``{name: source or {source, depth}}`` from ``cameras`` and ``depth`` (each depth names a camera)."""
+        cams = parse_camera_specs(self.cameras)
+        deps = parse_camera_specs(self.depth)
+        for name in deps:
+            if name not in cams:
+                raise ConfigError(f"depth: {name!r} is not one of the cameras ({', '.join(cams) or 'none'})")
+        out = {n: ({"source": src, "depth": deps[n]} if n in deps else src) for n, src in cams.items()}
+        for n, spec in out.items():
+            CameraConfig.parse(n, spec)
+        return out or None
 
     @staticmethod
     def profile_issue(profile: RobotProfile) -> str:
@@ -905,7 +930,7 @@ class XArm6Config:
 
     def build(self, profile: RobotProfile) -> "XArm6Robot":
         return XArm6Robot(self.ip, profile, command_port=self.command_port,
-                          cameras=parse_camera_specs(self.cameras) or None, gripper=self.gripper,
+                          cameras=self._camera_specs(), gripper=self.gripper,
                           calibration=self.calibration or None, table_z_mm=self.table_z_mm,
                           stall_timeout_s=self.stall_timeout_s)
 

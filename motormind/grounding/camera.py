@@ -356,3 +356,50 @@ def linearize_depth(zbuffer: np.ndarray, near_m: float, far_m: float) -> np.ndar
     out = near_m * far_m / (far_m - z * (far_m - near_m))
     out[z >= 1.0 - 1e-7] = np.nan
     return out.astype(np.float32)
+
+
+# -- depth images as 16-bit integers (a network stream, a RealSense's z16) ----------------------------
+DEPTH_PNG_UNIT_M = 0.001          # the depth PNG's unit: one count is 1 mm; 0 is no reading
+DEPTH_PNG_MAX_M = 65.535          # the largest depth a 16-bit mm PNG holds
+
+
+def depth_to_units(depth_m, unit_m: float = DEPTH_PNG_UNIT_M) -> np.ndarray:
+    """Depth (m, NaN or <= 0 where there is no reading) -> uint16 counts of ``unit_m``, rounded;
+    0 where there is no reading or the depth does not fit (beyond 65535 counts)."""
+    d = np.asarray(depth_m, dtype=np.float64) / float(unit_m)
+    ok = np.isfinite(d) & (d >= 0.5) & (d < 65535.5)
+    out = np.zeros(d.shape, dtype=np.uint16)
+    out[ok] = np.rint(d[ok]).astype(np.uint16)
+    return out
+
+
+def depth_from_units(counts, unit_m: float = DEPTH_PNG_UNIT_M) -> np.ndarray:
+    """uint16 counts of ``unit_m`` (a depth PNG in mm, a RealSense z16 frame times its depth scale)
+    -> depth in metres, float32, NaN where the count is 0 (no reading)."""
+    c = np.asarray(counts)
+    if c.ndim != 2 or c.dtype != np.uint16:
+        raise ValueError(f"a depth image must be HxW uint16 counts, got {c.dtype} {c.shape}")
+    out = c.astype(np.float32) * np.float32(unit_m)
+    out[c == 0] = np.nan
+    return out
+
+
+def encode_depth_png(depth_m) -> bytes:
+    """A depth image (m) as a 16-bit single-channel PNG of whole millimetres, 0 = no reading
+    (lossless at 1 mm; what the rehearsal cell serves at ``/<camera>.depth.png``)."""
+    import cv2
+    ok, buf = cv2.imencode(".png", depth_to_units(depth_m))
+    if not ok:
+        raise ValueError("the depth image could not be encoded as PNG")
+    return buf.tobytes()
+
+
+def decode_depth_png(data: bytes) -> np.ndarray:
+    """``encode_depth_png``'s inverse: a 16-bit single-channel PNG in mm -> metres, float32, NaN where 0."""
+    import cv2
+    img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    if img is None:
+        raise ValueError("not a PNG image")
+    if img.ndim != 2 or img.dtype != np.uint16:
+        raise ValueError(f"a depth PNG must be 16-bit single-channel (mm), got {img.dtype} with shape {img.shape}")
+    return depth_from_units(img)

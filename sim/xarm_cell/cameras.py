@@ -1,9 +1,18 @@
-"""The cell's cameras as network cameras: rendered from the simulation, served as MJPEG over HTTP.
+"""The cell's cameras as network cameras: rendered from the simulation, served as MJPEG over HTTP,
+with a depth image beside each colour stream.
 
-    GET /                      {"cameras": {name: {"stream", "snapshot", "calibration"}}}
+    GET /                      {"cameras": {name: {"stream", "snapshot", "depth", "calibration"}}}
     GET /<name>.mjpg           multipart/x-mixed-replace JPEG stream (what an IP camera serves;
                                OpenCV's VideoCapture opens the URL, robots/cameras.py)
     GET /<name>.jpg            one JPEG of the scene now
+    GET /<name>.depth.png      the newest frame's depth: a 16-bit single-channel PNG, millimetres
+                               along the optical axis, 0 where nothing was drawn (no reading);
+                               headers X-Frame-Seq (the frame's number, shared with its JPEG)
+                               and X-Depth-Unit: mm
+
+Colour and depth come from one render (``render_rgbd``): the z-buffer read beside the colour
+buffer and linearised with the model's near and far planes by the one function LIBERO's renders use
+(``motormind.grounding.camera.linearize_depth``), encoded by ``encode_depth_png``.
 
 A camera is rendered only while someone watches it (a stream is open, or a snapshot was asked
 for in the last second), at most at its configured ``fps``, on one renderer thread that owns the
@@ -39,11 +48,37 @@ class _Feed:
     def __init__(self, spec):
         self.spec = spec
         self.jpeg: bytes = b""
+        self.depth = None           # the newest frame's depth (m, float32, NaN: nothing drawn)
         self.seq = 0
         self.t = 0.0                # time.monotonic() of the newest frame
         self.streams = 0            # open MJPEG streams
         self.wanted_until = 0.0
         self.renders = 0
+
+
+def render_rgbd(renderer, model) -> tuple[np.ndarray, np.ndarray]:
+    """(RGB HxWx3 uint8, depth HxW float32 m along the optical axis, NaN where nothing was drawn),
+    both upright, from ONE render of a ``mujoco.Renderer`` whose scene is updated: the colour and
+    the z-buffer are read from the same frame buffer (``mujoco.Renderer.render`` would render twice
+    for the two), and the z-buffer is linearised by ``linearize_depth`` with ``vis.map.znear`` /
+    ``zfar`` times ``stat.extent``, as LIBERO's renders are (sim/libero_pro/render.py). Uses the
+    Renderer's context and viewport (MuJoCo 2.3.7's ``_gl_context``, ``_rect``, ``_mjr_context``)."""
+    import mujoco
+
+    from motormind.grounding.camera import linearize_depth
+    try:
+        gl, rect, con, scn = renderer._gl_context, renderer._rect, renderer._mjr_context, renderer._scene
+    except AttributeError as e:       # another MuJoCo's Renderer: say so rather than render wrong
+        raise RuntimeError(f"mujoco {mujoco.__version__}: Renderer has no {e.name}; render_rgbd needs "
+                           "MuJoCo 2.3.x's Renderer internals") from None
+    gl.make_current()
+    mujoco.mjr_render(rect, scn, con)
+    rgb = np.empty((rect.height, rect.width, 3), dtype=np.uint8)
+    zbuf = np.empty((rect.height, rect.width), dtype=np.float32)
+    mujoco.mjr_readPixels(rgb, zbuf, rect, con)
+    extent = float(model.stat.extent)
+    depth = linearize_depth(zbuf, float(model.vis.map.znear) * extent, float(model.vis.map.zfar) * extent)
+    return np.ascontiguousarray(np.flipud(rgb)), np.ascontiguousarray(np.flipud(depth))
 
 
 class CameraServer:
@@ -56,8 +91,8 @@ class CameraServer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
-        app = Starlette(routes=[Route("/", self._index), Route("/{name}.mjpg", self._stream),
-                                Route("/{name}.jpg", self._snapshot)])
+        app = Starlette(routes=[Route("/", self._index), Route("/{name}.depth.png", self._depth),
+                                Route("/{name}.mjpg", self._stream), Route("/{name}.jpg", self._snapshot)])
         guard = Guard(app, served_names(host, tuple(allow_hosts)), lambda s, m: {"error": m},
                       {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
         self.http = HttpServer(guard, host, port, name="xarm-cell-cameras")
@@ -69,6 +104,9 @@ class CameraServer:
 
     def stream_url(self, name: str) -> str:
         return f"{self.url}/{name}.mjpg"
+
+    def depth_url(self, name: str) -> str:
+        return f"{self.url}/{name}.depth.png"
 
     def start(self) -> "CameraServer":
         self._thread = threading.Thread(target=self._render_loop, name="xarm-cell-render", daemon=True)
@@ -121,13 +159,13 @@ class CameraServer:
                 for f in due:
                     r = renderers[f.spec.name]
                     r.update_scene(rd, camera=f.spec.name)
-                    rgb = r.render()
+                    rgb, depth = render_rgbd(r, model)
                     ok, buf = cv2.imencode(".jpg", np.ascontiguousarray(rgb[:, :, ::-1]),
                                            [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
                     if not ok:
                         continue
                     with self._cond:
-                        f.jpeg, f.seq, f.t = buf.tobytes(), f.seq + 1, time.monotonic()
+                        f.jpeg, f.depth, f.seq, f.t = buf.tobytes(), depth, f.seq + 1, time.monotonic()
                         f.renders += 1
                         self._cond.notify_all()
         finally:
@@ -148,9 +186,12 @@ class CameraServer:
 
     async def _index(self, request: Request) -> Response:
         return JSONResponse({"cameras": {n: {"stream": self.stream_url(n), "snapshot": f"{self.url}/{n}.jpg",
-                                             "calibration": f.spec.calibration()} for n, f in self.feeds.items()}})
+                                             "depth": self.depth_url(n), "calibration": f.spec.calibration()}
+                                         for n, f in self.feeds.items()}})
 
-    async def _snapshot(self, request: Request) -> Response:
+    async def _current(self, request: Request):
+        """The newest frame if it is current (at most one frame period old), else the next one:
+        (feed, seq, jpeg, depth), or an error Response."""
         f = self._feed(request)
         if f is None:
             return JSONResponse({"error": f"no camera {request.path_params['name']!r} (cameras: "
@@ -164,7 +205,21 @@ class CameraServer:
         got = await self._next(f, f.seq - 1 if fresh else f.seq, 5.0)
         if got is None:
             return JSONResponse({"error": f"camera {f.spec.name!r}: no frame within 5 s"}, 503)
-        return Response(got[1], media_type="image/jpeg")
+        return f, got[0], got[1], got[2]
+
+    async def _snapshot(self, request: Request) -> Response:
+        got = await self._current(request)
+        if isinstance(got, Response):
+            return got
+        return Response(got[2], media_type="image/jpeg", headers={"X-Frame-Seq": str(got[1])})
+
+    async def _depth(self, request: Request) -> Response:
+        got = await self._current(request)
+        if isinstance(got, Response):
+            return got
+        from motormind.grounding.camera import encode_depth_png
+        return Response(encode_depth_png(got[3]), media_type="image/png",
+                        headers={"X-Frame-Seq": str(got[1]), "X-Depth-Unit": "mm"})
 
     async def _stream(self, request: Request) -> Response:
         f = self._feed(request)
@@ -180,14 +235,16 @@ class CameraServer:
         with self._cond:
             self._cond.notify_all()
 
-    async def _next(self, f: _Feed, after_seq: int, timeout: float) -> tuple[int, bytes] | None:
-        """The first frame newer than ``after_seq`` within ``timeout`` s, without holding a thread."""
+    async def _next(self, f: _Feed, after_seq: int, timeout: float) -> tuple[int, bytes, object] | None:
+        """(seq, JPEG, depth) of the first frame newer than ``after_seq`` within ``timeout`` s,
+        without holding a thread."""
         end = time.monotonic() + timeout
         while f.seq <= after_seq:
             if self._stop.is_set() or time.monotonic() > end:
                 return None
             await asyncio.sleep(0.01)
-        return f.seq, f.jpeg
+        with self._cond:
+            return f.seq, f.jpeg, f.depth
 
     async def _frames(self, f: _Feed):
         f.streams += 1
@@ -198,7 +255,7 @@ class CameraServer:
                 got = await self._next(f, seq, 1.0)
                 if got is None:
                     continue
-                seq, jpeg = got
+                seq, jpeg, _ = got
                 yield (f"--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n"
                        .encode("ascii") + jpeg + b"\r\n")
         finally:

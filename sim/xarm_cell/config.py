@@ -70,15 +70,14 @@ class CameraSpec:
 
     def calibration(self) -> dict:
         """What a calibration file holds (``motormind.grounding.camera.load_calibrations`` reads it):
-        the camera's pose (OpenCV axes, base or flange frame) and intrinsics. The cell serves no
-        depth stream: the entry says so."""
+        the camera's pose (OpenCV axes, base or flange frame) and intrinsics. The cell serves each
+        camera's depth beside its colour stream (``/<name>.depth.png``, sim/xarm_cell/cameras.py)."""
         from motormind.geometry import mat_to_quat
         from motormind.grounding.camera import CONVENTION
         return {"camera": self.name, "frame": "base" if self.mount == "fixed" else "flange",
                 "position_m": [float(v) for v in self.position_m],
                 "quat_xyzw": [round(float(v), 8) for v in mat_to_quat(self.rot)],
-                "convention": CONVENTION, **self.intrinsics(), "depth": False,
-                "no_depth_reason": "the rehearsal cell's camera server streams colour only"}
+                "convention": CONVENTION, **self.intrinsics(), "depth": True}
 
 
 @dataclass(frozen=True)

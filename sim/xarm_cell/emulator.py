@@ -16,7 +16,8 @@ MuJoCo model (sim/xarm_cell/model.py) instead of an ideal one:
 * the gripper (RS485 tunnel, slave 8) drives the physical fingers: its target ramps at the set
   speed, its position register reads the fingers' measured gap (10 pulses per mm), its status is
   2 (gripping) when they have stopped on something;
-* the cameras of the scene are rendered and served as MJPEG streams (sim/xarm_cell/cameras.py);
+* the cameras of the scene are rendered and served as MJPEG streams, each with its depth image as a
+  16-bit PNG in mm beside it (sim/xarm_cell/cameras.py);
 * the PRIVILEGED scene (``emulator.scene``: goal, predicates, the oracle's world, the outside hand)
   is for the evaluator in this process, and for another process only through the evaluator-only
   HTTP channel (``privileged_port``; motormind/serve/scene_channel.py).
@@ -122,6 +123,12 @@ class CellEmulator(XArmEmulator):
     def camera_urls(self) -> dict:
         """{camera: its MJPEG stream URL} (empty before ``start()`` or without cameras)."""
         return {n: self.cameras.stream_url(n) for n in self.cell.cameras} if self.cameras else {}
+
+    def camera_configs(self) -> dict:
+        """{camera: {"source": its MJPEG stream URL, "depth": its depth PNG URL}}: the cameras as the
+        xArm6 backend's camera configs (robots/cameras.py), colour and depth (empty without cameras)."""
+        return {n: {"source": self.cameras.stream_url(n), "depth": self.cameras.depth_url(n)}
+                for n in self.cell.cameras} if self.cameras else {}
 
     # -- the scene ----------------------------------------------------------------------------------
     def reset_scene(self, seed: int | Trial = 0) -> Trial:

@@ -10,7 +10,8 @@ privileged event in the trial's record only. ``both`` runs every layout twice, w
 
 The brain is the oracle (PRIVILEGED: it reads the cell's true object poses through ``emu.scene``,
 labelled so) unless ``--brain openai --vlm CONFIG`` names any VLM config (it gets camera images
-from the emulated cameras, through the backend's OpenCV capture, as on the real arm).
+from the emulated cameras, through the backend's OpenCV capture, as on the real arm, with their depth
+images and the calibration the camera server publishes).
 
 Reported per condition: successes with a 95% Wilson interval, the placement error (mm, the block's
 centre from the mark's centre in the table plane) over successful trials, episode time (s), and
@@ -135,7 +136,9 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
     t_start, sim0 = time.monotonic(), emu.physics.sim_time_s
     cpu0 = emu.physics.step_cpu_s
     try:
-        robot = XArm6Robot(emu.host, prof, command_port=emu.port, cameras=emu.camera_urls() if images else None,
+        # the cameras as on a real cell: colour and depth by URL, the calibration from the camera index
+        robot = XArm6Robot(emu.host, prof, command_port=emu.port, cameras=emu.camera_configs() if images else None,
+                           calibration=emu.cameras.url + "/" if (images and emu.cameras) else None,
                            table_z_mm=cfg.table_top_z_m * 1000.0)     # the cell's config: the table's surface
         for i in range(n):
             s = seed + i

@@ -159,3 +159,24 @@ def test_replay_gives_back_the_recorded_calibration_or_none():
     assert replay.cameras() == cams
     assert ReplayRobot(inner.profile, rec.observations, []).cameras() == {}
     assert eef_pose(replay.observe())[0] == pytest.approx(inner.pos)
+
+
+def test_the_depth_png_round_trips_in_millimetres_with_holes_as_no_reading():
+    """Issue 34 item 1: the depth a network camera serves (the rehearsal cell's /<camera>.depth.png)
+    is a 16-bit PNG of whole mm, 0 = no reading; decoding gives metres with NaN where there is none."""
+    pytest.importorskip("cv2")
+    from motormind.grounding.camera import decode_depth_png, depth_to_units, encode_depth_png
+    d = np.linspace(0.05, 3.0, 12 * 16, dtype=np.float32).reshape(12, 16)
+    d[0, 0], d[0, 1], d[0, 2], d[0, 3] = np.nan, 0.0, 70.0, 0.0004      # hole, zero, too far, under 1 mm
+    data = encode_depth_png(d)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    back = decode_depth_png(data)
+    assert back.shape == d.shape and back.dtype == np.float32
+    assert np.isnan(back[0, :4]).all() and np.isfinite(back).sum() == d.size - 4
+    ok = np.isfinite(back)
+    assert np.abs(back[ok] - d[ok]).max() <= 0.0005 + 1e-6               # rounded to the mm
+    assert depth_to_units(np.array([[1.2344, 65.535]])).tolist() == [[1234, 65535]]
+    import cv2
+    _, grey8 = cv2.imencode(".png", np.zeros((4, 4), np.uint8))
+    with pytest.raises(ValueError, match="16-bit single-channel"):
+        decode_depth_png(grey8.tobytes())

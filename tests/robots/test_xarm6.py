@@ -488,3 +488,106 @@ def test_a_cell_trial_builds_its_openai_brain_the_registry_way():
         assert b.name.startswith("openai") and b.privileged is False
     finally:
         b.close()
+
+
+# ------------------------------------------------------------------------------------- depth
+def _serve_png(data: bytes):
+    """A local HTTP server whose every GET gives ``data`` as a PNG (a depth URL); (server, url)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):                                                   # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}/front.depth.png"
+
+
+def test_a_depth_url_beside_the_colour_fills_observe_in_metres_upright_at_the_colour_size(emu, profile, tmp_path):
+    """Issue 34 item 1: a camera's ``depth: URL`` (16-bit PNG, mm, 0 = no reading) is read beside its
+    colour source; observe(images=True, depth=True) gives metres, NaN where 0, turned as the colour
+    frame is (``rotate``) and scaled to its size; the calibration's depth flag follows the config."""
+    cv2 = pytest.importorskip("cv2")
+    from motormind.grounding.camera import encode_depth_png
+    path = str(tmp_path / "front.avi")
+    w = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"MJPG"), 10, (64, 48))
+    for _ in range(3):
+        w.write(np.full((48, 64, 3), 90, np.uint8))
+    w.release()
+    depth = np.full((24, 32), 0.8, np.float32)                           # half the colour's size
+    depth[0, 0] = np.nan                                                  # no reading (0 in the PNG)
+    depth[:, 16:] = 1.25
+    srv, url = _serve_png(encode_depth_png(depth))
+    calib = tmp_path / "calib.json"
+    entry = {"width": 64, "height": 48, "fovy_deg": 50, "frame": "base", "position_m": [1, 0, 0.5],
+             "quat_xyzw": [0, 0, 0, 1], "depth": False, "no_depth_reason": "colour only"}
+    calib.write_text(json.dumps({"cameras": {"front": entry}}))
+    r = XArm6Robot(emu.host, profile, command_port=emu.port, calibration=str(calib),
+                   cameras={"front": {"source": path, "rotate": 180, "depth": url}})
+    try:
+        assert r.cameras()["front"].depth is True                         # the config has depth
+        o = r.observe(images=True, depth=True)
+        d = o.depth["front"]
+        assert d.shape == o.images["front"].shape[:2] == (48, 64) and d.dtype == np.float32
+        # turned 180 degrees: the 1.25 m half is on the left, the hole at the bottom right
+        assert np.allclose(d[:, :32], 1.25) and np.allclose(d[:-2, 32:], 0.8)
+        assert np.isnan(d[-2:, -2:]).all() and np.isfinite(d).sum() == 48 * 64 - 4
+        assert r.observe(images=True).depth == {}                         # not asked: not read
+    finally:
+        r.close()
+        srv.shutdown()
+
+
+def test_a_camera_without_depth_says_so_and_a_point_there_is_refused_with_the_reason(tmp_path):
+    """A calibration that says depth: true for a camera configured without a depth source: the
+    backend's calibration says it has none and why (the config), and pointing there is refused."""
+    from motormind.grounding.pixels import PixelConvention
+    from motormind.grounding.points import Frame, Point, resolve
+    from motormind.robot import Observation
+    from motormind.robots.cameras import CameraSet
+    entry = {"width": 64, "height": 48, "fovy_deg": 50, "frame": "base", "position_m": [1, 0, 0.5],
+             "quat_xyzw": [0, 0, 0, 1], "depth": True}
+    calib = tmp_path / "calib.json"
+    calib.write_text(json.dumps({"cameras": {"front": entry, "side": dict(entry, depth=False,
+                                                                           no_depth_reason="a webcam")}}))
+    cams = CameraSet({"front": "http://127.0.0.1:9/front.mjpg", "side": 0}, open=False)
+    r = XArm6Robot("127.0.0.1", connect=False, cameras=cams, calibration=str(calib))
+    cal = r.cameras()
+    assert cal["front"].depth is False and "no depth source configured" in cal["front"].no_depth_reason
+    assert cal["side"].depth is False and cal["side"].no_depth_reason == "a webcam"     # the file's reason kept
+    obs = Observation(t=0.0, eef_pos_m=np.array([0.3, 0.0, 0.2]), eef_quat_xyzw=np.array([0, 0, 0, 1.0]),
+                      gripper_width_mm=80.0, gripper_fraction=1.0, joints_rad=np.zeros(6),
+                      images={"front": np.zeros((48, 64, 3), np.uint8)})
+    out = resolve(Point("front", 30, 20, "cup"), Frame.of("b1 s1", obs, cal), PixelConvention("pixels", 64, 48))
+    assert not out.ok and out.reason == f"camera front has no depth: {cal['front'].no_depth_reason}"
+
+
+def test_depth_sources_are_checked_when_configured():
+    from motormind.robots.cameras import REALSENSE, CameraConfig, RealSenseCamera
+    from motormind.robots.xarm6 import XArm6Config
+    with pytest.raises(ConfigError, match="depth: 'back' is not one of the cameras"):
+        XArm6Config(ip="127.0.0.1", cameras=("front=0",), depth=("back=http://h/back.depth.png",))
+    with pytest.raises(ConfigError, match=r"cameras.front.depth: must be the http\(s\) URL"):
+        XArm6Config(ip="127.0.0.1", cameras=("front=0",), depth=("front=/tmp/d.png",))
+    c = XArm6Config(ip="127.0.0.1", cameras=("front=http://h/f.mjpg", "wrist=pyrealsense2:0123"),
+                    depth=("front=http://h/f.depth.png",))
+    specs = c._camera_specs()
+    assert specs["front"] == {"source": "http://h/f.mjpg", "depth": "http://h/f.depth.png"}
+    rs = CameraConfig.parse("wrist", specs["wrist"])
+    assert rs.kind == REALSENSE and rs.serial == "0123" and rs.has_depth
+    assert not CameraConfig.parse("wrist", {"source": REALSENSE, "depth": False}).has_depth
+    with pytest.raises(ConfigError, match="cameras.front.serial: only a pyrealsense2 source"):
+        CameraConfig.parse("front", {"source": 0, "serial": "1"})
+    try:
+        import pyrealsense2  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match="needs the Python package pyrealsense2.*pip install pyrealsense2"):
+            RealSenseCamera(rs).open()

@@ -146,6 +146,67 @@ def test_the_backend_opens_the_emulated_cameras_by_url_and_sees_the_scene(fresh)
         robot.close()
 
 
+def _ray_truth(m, d, cam: str, u: float, v: float, width: int, height: int):
+    """MuJoCo's own answer for pixel (u, v) of ``cam``'s upright image, from its camera data alone
+    (cam_xpos, cam_xmat, cam_fovy; a MuJoCo camera looks along its -z with +y up): the first
+    surface along the ray through the pixel's centre (mj_ray, every geom) and the body it is on."""
+    import mujoco
+    cid = m.camera(cam).id
+    f = (height / 2.0) / math.tan(math.radians(float(m.cam_fovy[cid])) / 2.0)
+    ray = d.cam_xmat[cid].reshape(3, 3) @ np.array([(u + 0.5 - width / 2) / f, -(v + 0.5 - height / 2) / f, -1.0])
+    ray /= np.linalg.norm(ray)
+    geom = np.array([-1], dtype=np.int32)
+    dist = mujoco.mj_ray(m, d, d.cam_xpos[cid].copy(), ray, None, 1, -1, geom)
+    assert dist > 0, (cam, u, v)
+    return d.cam_xpos[cid] + dist * ray, m.body(int(m.geom_bodyid[geom[0]])).name
+
+
+def test_the_backend_reads_the_cells_depth_and_it_unprojects_onto_mujocos_surfaces(fresh):
+    """Issue 34 item 1: the cell renders depth from MuJoCo beside each colour stream; the xArm6
+    backend reads it (``depth: URL``) with the served calibration (depth: true); the depth at a
+    block's projected centre and at the grip point's projection, unprojected, lies within 10 mm of
+    the surface MuJoCo's ray finds through that pixel, in both cameras."""
+    import mujoco
+
+    from motormind.grounding.camera import eef_pose, sample_depth
+    emu, trial = fresh
+    confs = emu.camera_configs()
+    assert confs["front"]["depth"].endswith("/front.depth.png")
+    robot = XArm6Robot(emu.host, load_profile("xarm6"), command_port=emu.port, cameras=confs,
+                       calibration=emu.cameras.url + "/")
+    try:
+        cals = robot.cameras()
+        assert sorted(cals) == ["front", "wrist"] and all(c.depth for c in cals.values())
+        time.sleep(1.0)                                   # the arm and the blocks at rest, frames current
+        obs = robot.observe(images=True, depth=True)
+        assert sorted(obs.depth) == ["front", "wrist"]
+        m = emu.physics.model
+        d = mujoco.MjData(m)
+        with emu._lock:                                   # the state now, as the renderer copies it
+            st = emu.physics.state()
+            d.qpos[:], d.mocap_pos[:], d.mocap_quat[:] = st["qpos"], st["mocap_pos"], st["mocap_quat"]
+        mujoco.mj_kinematics(m, d)
+        mujoco.mj_camlight(m, d)
+        eef = eef_pose(obs)
+        world = emu.scene.world()["bodies"]
+        checks = [("front", "red_block", world["red_block"]["pos"]), ("front", "blue_block", world["blue_block"]["pos"]),
+                  ("front", None, obs.eef_pos_m), ("wrist", None, obs.eef_pos_m)]
+        for cam, body, p in checks:
+            cal, dep = cals[cam], obs.depth[cam]
+            assert dep.shape == (cal.height_px, cal.width_px) and dep.dtype == np.float32
+            u, v, _ = cal.project_point(p, eef)
+            iu, iv = int(round(u)), int(round(v))
+            z = sample_depth(dep, iu, iv, window_px=0)
+            assert math.isfinite(z), (cam, body, iu, iv)
+            got = cal.unproject(iu, iv, z, eef)
+            surface, hit = _ray_truth(m, d, cam, iu, iv, cal.width_px, cal.height_px)
+            if body is not None:
+                assert hit == body, (cam, body, hit)
+            assert np.linalg.norm(got - surface) < 0.010, (cam, body, hit, got, surface)
+    finally:
+        robot.close()
+
+
 def test_contact_stops_the_arm_and_unreachable_targets_fault_as_on_the_controller(fresh):
     emu, trial = fresh
     prof = load_profile("xarm6")
