@@ -3,9 +3,10 @@
     RUN_DIR/events.jsonl        one JSON object per line: {"t": s since start, "kind": ..., ...}
     RUN_DIR/summary.json        outcome, budgets, timings, VLM call totals, simulator versions
     RUN_DIR/contact_sheet.png   frames captured whenever a role looked, labelled
-    RUN_DIR/video.mp4           the same frames as a short video (when OpenCV can write mp4)
-    RUN_DIR/rollout.mp4         with --videos: the rollout, every camera side by side, at the control
-                                rate or a stated fraction of it (rollout.json says which)
+    RUN_DIR/video.webm          the same frames as a short video (video.mp4 where OpenCV can write H.264)
+    RUN_DIR/rollout.webm        with --videos: the rollout, every camera side by side, at the control
+                                rate or a stated fraction of it (rollout.json says which; rollout.mp4
+                                where OpenCV can write H.264)
     RUN_DIR/episode.html        with --videos: the episode on one page (evaluate/episode_page.py)
 
 Writing is thread-safe and every line is flushed as it is written, so a crashed run keeps
@@ -23,6 +24,72 @@ from pathlib import Path
 import numpy as np
 
 from .strict_json import UNWRITABLE, writable
+
+
+# A video a browser plays: H.264 in MP4 where this OpenCV's FFmpeg has an encoder for it (the PyPI
+# wheels have none), else VP8 in WebM (they all have libvpx). OpenCV's own default, mp4v (MPEG-4
+# Part 2), plays in no Chromium.
+VIDEO_FORMATS = (("avc1", ".mp4"), ("VP80", ".webm"))
+VIDEO_SUFFIXES = tuple(ext for _, ext in VIDEO_FORMATS)
+_OPENCV_CHATTER = ("OpenCV: FFMPEG: tag", "cap_ffmpeg_impl", "VIDEOIO/FFMPEG")
+_video_format: list = []              # the format this process found that opens, once found
+
+
+def _opencv_quietly(make):
+    """``make()`` with what OpenCV's FFmpeg prints on stderr while a writer opens (a fourcc it maps
+    to another tag, an encoder it lacks) left out; anything else printed meanwhile is passed on."""
+    import os
+    import sys
+    import tempfile
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        return make()
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            return make()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            keep = [ln for ln in tmp.read().decode(errors="replace").splitlines(True)
+                    if not any(c in ln for c in _OPENCV_CHATTER)]
+            if keep:
+                os.write(2, "".join(keep).encode())
+
+
+def write_video(stem: str | Path, frames, fps: float, size: tuple[int, int]) -> Path | None:
+    """``frames`` (RGB, each ``size`` = (w, h), or resized to it) as ``stem.mp4`` (H.264) or
+    ``stem.webm`` (VP8), the first of ``VIDEO_FORMATS`` this OpenCV writes; None when it writes none."""
+    import cv2
+    stem = Path(stem)
+    w, h = size
+    tried = _video_format or VIDEO_FORMATS
+    for fourcc, ext in tried:
+        p = stem.with_suffix(ext)
+        vw = _opencv_quietly(lambda: cv2.VideoWriter(str(p), cv2.VideoWriter_fourcc(*fourcc), float(fps), (w, h)))
+        if not vw.isOpened():
+            vw.release()
+            p.unlink(missing_ok=True)
+            continue
+        _video_format[:] = [(fourcc, ext)]
+        for img in frames:
+            img = cv2.resize(img, (w, h)) if img.shape[:2] != (h, w) else img
+            vw.write(cv2.cvtColor(np.ascontiguousarray(img), cv2.COLOR_RGB2BGR))
+        vw.release()
+        return p
+    return None
+
+
+def video_file(run_dir: str | Path, stem: str) -> Path | None:
+    """The video ``stem`` of a run directory, in whichever format it was written (None: none)."""
+    for ext in VIDEO_SUFFIXES:
+        p = Path(run_dir) / f"{stem}{ext}"
+        if p.exists():
+            return p
+    return None
 
 
 def json_default(o):
@@ -109,7 +176,7 @@ class Recorder:
         return p
 
     def write_media(self, fps: float = 2.0) -> dict:
-        """contact_sheet.png and video.mp4 from the captured frames. Returns the paths written."""
+        """contact_sheet.png and the video (``write_video``) of the captured frames. Returns the paths written."""
         out: dict = {}
         if not self.dir or not self.frames:
             return out
@@ -128,13 +195,8 @@ class Recorder:
         p = self.dir / "contact_sheet.png"
         cv2.imwrite(str(p), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR))
         out["contact_sheet"] = str(p)
-        vp = self.dir / "video.mp4"
-        vw = cv2.VideoWriter(str(vp), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
-        if vw.isOpened():
-            for _, img in frames:
-                img = cv2.resize(img, (w, h)) if img.shape[:2] != (h, w) else img
-                vw.write(cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
-            vw.release()
+        vp = write_video(self.dir / "video", (img for _, img in frames), fps, (w, h))
+        if vp is not None:
             out["video"] = str(vp)
         return out
 
@@ -143,6 +205,58 @@ class Recorder:
             if self._fh:
                 self._fh.close()
                 self._fh = None
+
+
+def vlm_totals(rec: Recorder) -> dict:
+    """A listener that totals the record's VLM calls (cost, retries, repairs, fail-safes)."""
+    tot = {"calls": 0, "ok": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
+           "cost_usd": 0.0,
+           "retries": 0, "repairs": 0, "failed_safe": 0, "transport_failures": 0, "server_faults": 0,
+           "quirks": {}, "server_quirks": 0, "latency_by_role": {}}
+
+    def listen(ev: dict) -> None:
+        k = ev["kind"]
+        if k == "vlm_call":
+            meta = ev.get("meta") or {}
+            tot["calls"] += 1
+            tot["ok"] += bool(ev.get("ok"))
+            tot["latency_s"] = round(tot["latency_s"] + float(ev.get("latency_s", 0.0) or 0.0), 4)
+            tot["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
+            tot["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
+            tot["cached_tokens"] += int(meta.get("cached_tokens", 0) or 0)   # the server's prefix cache said so
+            tot["cost_usd"] = round(tot["cost_usd"] + float(meta.get("cost_usd", 0.0) or 0.0), 8)
+            role = str(ev.get("role", "?"))
+            tot["latency_by_role"][role] = round(tot["latency_by_role"].get(role, 0.0)
+                                                 + float(ev.get("latency_s", 0.0) or 0.0), 4)
+            if "brain call failed" in (ev.get("error") or ""):
+                tot["transport_failures"] += 1
+        elif k == "vlm_retry":          # the openai brain's own retries (429, 5xx, timeouts)
+            tot["retries"] += 1
+        elif k == "repair_request":
+            tot["repairs"] += 1
+        elif k == "role_failed":
+            tot["failed_safe"] += 1
+        elif k == "serve_fault":
+            tot["server_faults"] += 1
+        elif k == "vlm_quirk":          # what the openai brain handled of a server's ways (brains/openai_brain.py)
+            q = str(ev.get("quirk", "?"))
+            tot["quirks"][q] = tot["quirks"].get(q, 0) + 1
+        elif k == "serve_quirk":        # what serve-brain emulated (serve/quirks.py)
+            tot["server_quirks"] += 1
+    rec.listeners.append(listen)
+    return tot
+
+
+def vlm_trouble(tot: dict) -> dict:
+    """What went wrong with the VLM, from ``vlm_totals``: calls failed safe (a role gave up), repair
+    rounds, truncation retries, answers read from the reasoning field, transport retries and
+    failures, server faults. Only the kinds that happened."""
+    q = tot.get("quirks") or {}
+    out = {"failed_safe": tot.get("failed_safe", 0), "repairs": tot.get("repairs", 0),
+           "truncation_retries": q.get("truncated", 0), "answer_in_reasoning": q.get("answer_in_reasoning", 0),
+           "retries": tot.get("retries", 0), "transport_failures": tot.get("transport_failures", 0),
+           "server_faults": tot.get("server_faults", 0)}
+    return {k: v for k, v in out.items() if v}
 
 
 ROLLOUT_PX = 128            # each camera's tile in the rollout video, px high (small: cheap to write and load)
@@ -204,7 +318,8 @@ class Rollout:
             self.frames.append(np.concatenate(tiles, axis=1))
 
     def write(self, run_dir: str | Path) -> dict:
-        """rollout.mp4 (when OpenCV can write mp4) and rollout.json: frames, steps, fps, the fraction."""
+        """The rollout video (``write_video``: rollout.mp4 or rollout.webm) and rollout.json: frames,
+        steps, fps, the fraction, the file."""
         self.detach()
         d = Path(run_dir)
         info = {"frames": len(self.frames), "control_steps": self.steps, "every": self.every,
@@ -212,17 +327,12 @@ class Rollout:
                 "rate": "the control rate" if self.every == 1 else f"1/{self.every} of the control rate",
                 **({"note": self.note} if self.note else {})}
         if self.frames:
-            import cv2
             h, w = self.frames[0].shape[:2]
-            vp = d / "rollout.mp4"
-            vw = cv2.VideoWriter(str(vp), cv2.VideoWriter_fourcc(*"mp4v"), info["fps"], (w, h))
-            if vw.isOpened():
-                for img in self.frames:
-                    vw.write(cv2.cvtColor(img if img.shape[:2] == (h, w) else cv2.resize(img, (w, h)),
-                                          cv2.COLOR_RGB2BGR))
-                vw.release()
+            vp = write_video(d / "rollout", self.frames, info["fps"], (w, h))
+            if vp is not None:
                 info["video"] = str(vp)
             else:
-                info["note"] = "OpenCV cannot write mp4 here"
+                info["note"] = "this OpenCV writes no video a browser plays (" + \
+                    ", ".join(f"{c} {e}" for c, e in VIDEO_FORMATS) + ")"
         (d / "rollout.json").write_text(json.dumps(info, indent=1))
         return info

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..record import Recorder
+from ..record import Recorder, vlm_totals, vlm_trouble  # noqa: F401 - the record's VLM totals (record.py), used here
 from ..runner import EpisodeRunner
 from .config import WALL_BUDGET_S, EpisodeConfig
 
@@ -88,60 +88,8 @@ def make_brain(spec: RunSpec, robot, record=None):
         raise ConfigError(f"--vlm: {e}" if spec.brain == "openai" else f"--brain: {e}") from None
 
 
-def vlm_totals(rec: Recorder) -> dict:
-    """A listener that totals the record's VLM calls (cost, retries, repairs, fail-safes)."""
-    tot = {"calls": 0, "ok": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0,
-           "cost_usd": 0.0,
-           "retries": 0, "repairs": 0, "failed_safe": 0, "transport_failures": 0, "server_faults": 0,
-           "quirks": {}, "server_quirks": 0, "latency_by_role": {}}
-
-    def listen(ev: dict) -> None:
-        k = ev["kind"]
-        if k == "vlm_call":
-            meta = ev.get("meta") or {}
-            tot["calls"] += 1
-            tot["ok"] += bool(ev.get("ok"))
-            tot["latency_s"] = round(tot["latency_s"] + float(ev.get("latency_s", 0.0) or 0.0), 4)
-            tot["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
-            tot["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
-            tot["cached_tokens"] += int(meta.get("cached_tokens", 0) or 0)   # the server's prefix cache said so
-            tot["cost_usd"] = round(tot["cost_usd"] + float(meta.get("cost_usd", 0.0) or 0.0), 8)
-            role = str(ev.get("role", "?"))
-            tot["latency_by_role"][role] = round(tot["latency_by_role"].get(role, 0.0)
-                                                 + float(ev.get("latency_s", 0.0) or 0.0), 4)
-            if "brain call failed" in (ev.get("error") or ""):
-                tot["transport_failures"] += 1
-        elif k == "vlm_retry":          # the openai brain's own retries (429, 5xx, timeouts)
-            tot["retries"] += 1
-        elif k == "repair_request":
-            tot["repairs"] += 1
-        elif k == "role_failed":
-            tot["failed_safe"] += 1
-        elif k == "serve_fault":
-            tot["server_faults"] += 1
-        elif k == "vlm_quirk":          # what the openai brain handled of a server's ways (brains/openai_brain.py)
-            q = str(ev.get("quirk", "?"))
-            tot["quirks"][q] = tot["quirks"].get(q, 0) + 1
-        elif k == "serve_quirk":        # what serve-brain emulated (serve/quirks.py)
-            tot["server_quirks"] += 1
-    rec.listeners.append(listen)
-    return tot
-
-
 # the roles the episode waits for; the Monitor and the Memory answer on their own threads, beside motion
 BLOCKING_ROLES = ("planner", "executor", "verifier")
-
-
-def vlm_trouble(tot: dict) -> dict:
-    """What went wrong with the VLM, from ``vlm_totals``: calls failed safe (a role gave up), repair
-    rounds, truncation retries, answers read from the reasoning field, transport retries and
-    failures, server faults. Only the kinds that happened."""
-    q = tot.get("quirks") or {}
-    out = {"failed_safe": tot.get("failed_safe", 0), "repairs": tot.get("repairs", 0),
-           "truncation_retries": q.get("truncated", 0), "answer_in_reasoning": q.get("answer_in_reasoning", 0),
-           "retries": tot.get("retries", 0), "transport_failures": tot.get("transport_failures", 0),
-           "server_faults": tot.get("server_faults", 0)}
-    return {k: v for k, v in out.items() if v}
 
 
 def timing(result: dict, tot: dict) -> dict:

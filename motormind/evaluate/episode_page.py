@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..record import video_file
 from .htmlreport import STYLE, _e, table
 
 PAGE_STYLE = STYLE + (".t{white-space:nowrap;color:#666}.ok{color:#070}.bad{color:#a00}"
@@ -98,10 +99,11 @@ def page(run_dir: str | Path) -> str:
         facts.append(("active at the end", ", ".join(nc.get("active_at_end") or []) or "none"))
     body.append(table(("", ""), facts, "facts"))
     ro = s.get("rollout") or {}
-    if (d / "rollout.mp4").exists():
+    video = video_file(d, "rollout")
+    if video is not None:
         body.append(f"<h2>Rollout</h2><p>{ro.get('frames', '?')} frames, one every {ro.get('every', '?')} control "
                     f"step(s) of {ro.get('control_steps', '?')} ({_e(ro.get('rate', ''))}, {ro.get('fps', '?')} fps)."
-                    "</p><video src='rollout.mp4' controls muted loop></video>")
+                    f"</p><video src='{_e(video.name)}' controls muted loop></video>")
     elif ro.get("note"):
         body.append(f"<h2>Rollout</h2><p>{_e(ro['note'])}</p>")
     if (d / "contact_sheet.png").exists():
@@ -122,8 +124,9 @@ def page(run_dir: str | Path) -> str:
     if calls:
         body.append("<h2>VLM calls</h2>" + table(("role", "calls", "latency s", "tokens"),
                                                  [[r, n, f"{s_:.2f}", tok] for r, (n, s_, tok) in sorted(calls.items())]))
-    links = [f"<a href='{n}'>{n}</a>" for n in ("events.jsonl", "summary.json", "rollout.mp4", "video.mp4")
-             if (d / n).exists()]
+    links = [f"<a href='{n}'>{n}</a>" for n in ("events.jsonl", "summary.json") if (d / n).exists()]
+    links += [f"<a href='{_e(v.name)}'>{_e(v.name)}</a>" for v in (video_file(d, "rollout"), video_file(d, "video"))
+              if v is not None]
     body.append("<p>Record: " + " ".join(links) + "</p>")
     return (f"<!doctype html><meta charset='utf-8'><title>{_e(title)}</title><style>{PAGE_STYLE}</style><body>"
             + "\n".join(body) + "</body>")

@@ -45,10 +45,15 @@ def table(head, body, cls: str = "") -> str:
 
 
 def _link(out: Path, run_dir: str, name: str, label: str) -> str:
+    """A link to ``run_dir/name``; a name without a suffix is a video (``record.video_file``: .mp4 or .webm)."""
     if not run_dir:
         return ""
-    p = Path(run_dir) / name
-    if not p.exists():
+    if "." not in name:
+        from ..record import video_file
+        p = video_file(run_dir, name)
+    else:
+        p = Path(run_dir) / name
+    if p is None or not p.exists():
         return ""
     rel = quote(os.path.relpath(p, out))
     return f"<a href='{_e(rel)}'>{_e(label)}</a>"
@@ -60,8 +65,8 @@ def episode_rows(rows: list[dict], out: Path) -> list[list]:
         links = " ".join(x for x in (_link(out, r.get("run_dir", ""), "events.jsonl", "record"),
                                      _link(out, r.get("run_dir", ""), "summary.json", "summary"),
                                      _link(out, r.get("run_dir", ""), "episode.html", "episode"),
-                                     _link(out, r.get("run_dir", ""), "rollout.mp4", "rollout"),
-                                     _link(out, r.get("run_dir", ""), "video.mp4", "video"),
+                                     _link(out, r.get("run_dir", ""), "rollout", "rollout"),
+                                     _link(out, r.get("run_dir", ""), "video", "video"),
                                      _link(out, r.get("run_dir", ""), "contact_sheet.png", "frames")) if x)
         cost = r.get("vlm_cost_usd")
         body.append([r["key"], "yes" if r.get("success") else "no", r.get("outcome", ""),

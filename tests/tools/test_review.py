@@ -259,3 +259,38 @@ def test_one_ctrl_c_stops_eval_at_an_episode_boundary_with_a_report_and_the_reru
     assert f"{done} already finished" in again.stderr
     keys = [json.loads(x)["key"] for x in (out / "results.jsonl").read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 10
+
+
+# codecs every browser plays (H.264 in MP4; VP8 / VP9 in WebM); mp4v (MPEG-4 Part 2, FMP4) plays in no Chromium
+BROWSER_FOURCCS = {b"avc1", b"h264", b"H264", b"VP80", b"VP90"}
+
+
+def test_the_rollout_is_written_in_a_codec_a_browser_plays_and_the_pages_show_it(tmp_path, capfd):
+    import cv2
+
+    from motormind.evaluate.episode_page import write_page
+    from motormind.record import Rollout
+    robot = Stepper()
+    ro = Rollout(robot, every=1, px=32).attach()
+    for _ in range(6):
+        robot._raw_step(None)
+    ep = tmp_path / "episodes" / "e1"
+    ep.mkdir(parents=True)
+    info = ro.write(ep)
+    video = info.get("video")
+    assert video, info
+    cap = cv2.VideoCapture(video)
+    fourcc = int(cap.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little")
+    assert fourcc in BROWSER_FOURCCS, f"{video}: {fourcc!r} plays in no browser"
+    assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 6
+    assert "OpenCV: FFMPEG" not in capfd.readouterr().err            # the writer's probing says nothing
+    name = video.rsplit("/", 1)[-1]
+    assert name in ("rollout.mp4", "rollout.webm")
+    (ep / "events.jsonl").write_text("")
+    (ep / "summary.json").write_text(json.dumps({"outcome": "success", "rollout": info}))
+    write_page(ep)
+    assert f"<video src='{name}'" in (ep / "episode.html").read_text()
+    write_reports([row("e1", "libero_spatial", 0, 0, True, str(ep))], tmp_path)
+    t = Tables()
+    t.feed((tmp_path / "report.html").read_text())
+    assert f"episodes/e1/{name}" in t.links
