@@ -66,6 +66,9 @@ def msg_type(name: str):
         elif name == "geometry_msgs/msg/PoseStamped":
             from geometry_msgs.msg import PoseStamped
             _TYPES[name] = PoseStamped
+        elif name == "sensor_msgs/msg/CameraInfo":
+            from sensor_msgs.msg import CameraInfo
+            _TYPES[name] = CameraInfo
     return _TYPES[name]
 
 
@@ -75,6 +78,28 @@ def stamp_s(stamp) -> float:
 
 def image_from_msg(m) -> np.ndarray:
     return np.frombuffer(bytes(m.data), dtype=np.uint8).reshape(m.height, m.width, 3).copy()
+
+
+def depth_from_msg(m) -> np.ndarray:
+    """A ``32FC1`` depth image (metres along the optical axis, NaN: no reading) as HxW float32."""
+    if m.encoding != "32FC1":
+        raise ValueError(f"depth image encoding {m.encoding!r}: expected 32FC1 (metres)")
+    dt = np.dtype(">f4" if m.is_bigendian else "<f4")
+    rows = np.frombuffer(bytes(m.data), dtype=np.uint8).reshape(m.height, m.step)[:, :m.width * 4]
+    return np.ascontiguousarray(rows).view(dt).reshape(m.height, m.width).astype(np.float32)
+
+
+def observation_of(state: dict, images: dict | None = None, depth: dict | None = None):
+    """An Observation from the measured state a role node holds (the ``progress`` / report dict, mm and
+    degrees) and the frames of one look: what the marks, the prompt facts and the grounding read."""
+    from ..robot import Observation
+    q = state.get("eef_quat_xyzw") or [0.0, 0.0, 0.0, 1.0]
+    return Observation(t=float(state.get("t_s", 0.0) or 0.0),
+                       eef_pos_m=np.asarray(state.get("eef_pos_mm") or [0.0, 0.0, 0.0], dtype=float) / 1000.0,
+                       eef_quat_xyzw=np.asarray(q, dtype=float),
+                       gripper_width_mm=float(state.get("gripper_width_mm", 0.0) or 0.0),
+                       gripper_fraction=float(state.get("gripper_fraction", 0.0) or 0.0),
+                       images=dict(images or {}), depth=dict(depth or {}))
 
 
 class Worker:
@@ -302,7 +327,10 @@ def make_brain(node: MotorMindNode, rpc: RemoteCall | None):
 
 class ObservationCache:
     """What a role node knows of the robot: the measured state (from the Controller's progress
-    events and reports, in the roles' units, exactly as in-process) and the latest camera images."""
+    events and reports, in the roles' units, exactly as in-process), the latest camera images and
+    depth images, and what the Controller says of its cameras and scene (the latched ``cameras`` and
+    ``scene_facts`` topics). ``robot()`` is that knowledge in the shape of the Robot interface's
+    calibration side (``GraphRobot``), for the same ``Marker`` and ``PromptFacts`` the runner uses."""
 
     def __init__(self, node: MotorMindNode, images: bool, image_wait_s: float):
         self.node = node
@@ -313,11 +341,18 @@ class ObservationCache:
         self.cameras: list | None = None   # what the Controller's idle events say it publishes
         self.images: dict = {}
         self._image_t: dict = {}
+        self.depth: dict = {}              # camera -> the newest depth image (m) and its stamp
+        self._depth_t: dict = {}
+        self.calibrations: dict | None = None   # camera -> CameraCalibration (None: not heard yet)
+        self.closing_axis_eef: tuple = (0.0, 1.0, 0.0)
+        self.scene: dict | None = None          # Robot.scene_facts() (None: not heard yet)
         self.batch_t = 0.0                 # wall time this node saw the last batch go out
         self._cams: set = set()
         node.listen("progress", self._on_progress)
         node.listen("report", self._on_report)
         node.listen("commands", self._on_commands)
+        node.listen("cameras", self._on_cameras)
+        node.listen("scene_facts", self._on_scene)
         if images:
             node.create_timer(0.5, self._discover)
 
@@ -339,13 +374,38 @@ class ObservationCache:
         with self._cv:
             self.batch_t = time.time()
 
+    def _on_cameras(self, msg: dict) -> None:
+        """The Controller's calibrations (``CameraCalibration.to_json`` per camera); one that does not
+        parse is left out and said (that camera is then uncalibrated: no marks, no measuring)."""
+        from ..grounding.camera import CameraCalibration
+        cams, out = msg.get("cameras"), {}
+        for name, entry in (cams.items() if isinstance(cams, dict) else ()):
+            try:
+                out[str(name)] = CameraCalibration.from_json(entry, str(name), where=f"cameras.{name}",
+                                                             source="/motormind/cameras")
+            except MotorMindError as e:
+                self.node.log(f"dropped the calibration of camera {name}: {str(e)[:300]}")
+        axis = msg.get("closing_axis_eef")
+        with self._cv:
+            self.calibrations = out
+            if isinstance(axis, list) and len(axis) == 3 and all(isinstance(v, (int, float)) for v in axis):
+                self.closing_axis_eef = tuple(float(v) for v in axis)
+            self._cv.notify_all()
+
+    def _on_scene(self, msg: dict) -> None:
+        with self._cv:
+            self.scene = {k: v for k, v in msg.items() if k != "schema_version"}
+            self._cv.notify_all()
+
     def _discover(self) -> None:
+        pre = f"{graph.NAMESPACE}/"
         for name, _types in self.node.get_topic_names_and_types():
-            pre = f"{graph.NAMESPACE}/camera/"
-            if name.startswith(pre) and name.endswith("/image") and name not in self._cams:
-                self._cams.add(name)
-                cam = name[len(pre):-len("/image")]
-                self.node.listen(f"camera/{cam}/image", lambda m, cam=cam: self._on_image(cam, m))
+            cam = graph.camera_topic(name[len(pre):]) if name.startswith(pre) else None
+            if cam is None or cam[1] not in ("image", "depth") or name in self._cams:
+                continue
+            self._cams.add(name)
+            fn = self._on_image if cam[1] == "image" else self._on_depth
+            self.node.listen(f"camera/{cam[0]}/{cam[1]}", lambda m, c=cam[0], fn=fn: fn(c, m))
 
     def _on_image(self, cam: str, m) -> None:
         try:
@@ -357,23 +417,82 @@ class ObservationCache:
             self._image_t[cam] = stamp_s(m.header.stamp)
             self._cv.notify_all()
 
+    def _on_depth(self, cam: str, m) -> None:
+        try:
+            d = depth_from_msg(m)
+        except ValueError as e:
+            self.node.log(f"dropped a depth image of {cam}: {e}")
+            return
+        with self._cv:
+            self.depth[cam] = d
+            self._depth_t[cam] = stamp_s(m.header.stamp)
+            self._cv.notify_all()
+
     def wait_state(self, timeout: float = 30.0) -> dict | None:
         with self._cv:
             self._cv.wait_for(lambda: self.state is not None, timeout)
             return self.state
 
-    def look(self, label: str = "", after: float | None = None) -> tuple[dict, dict]:
-        """(state, images) now; images newer than ``after`` (default: the last batch) when they come
-        within image_wait_s, else the latest ones. A Controller that says it has no cameras (an arm
-        without ``camera:=``) is not waited for."""
+    def wait_setup(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the Controller's calibrations and scene facts (latched: a
+        Controller that is up has sent them); False when they did not come."""
+        with self._cv:
+            return self._cv.wait_for(lambda: self.calibrations is not None and self.scene is not None, timeout)
+
+    def _has_depth(self, cam: str) -> bool:
+        cal = (self.calibrations or {}).get(cam)
+        return bool(cal is not None and cal.depth)
+
+    def observe(self, label: str = "", after: float | None = None) -> tuple[dict, dict, dict]:
+        """(state, images, depth) now: images newer than ``after`` (default: the last batch) when they
+        come within image_wait_s, else the latest ones; each camera's depth image where it has the
+        same stamp as its colour frame (the same look), waited for within the same time. A
+        Controller that says it has no cameras (an arm without ``camera:=``) is not waited for."""
         state = self.wait_state()
         if not self.want_images or self.cameras == []:
-            return state or {}, {}
+            return state or {}, {}, {}
         after = self.batch_t if after is None else after
-        wait = self.image_wait_s
+
+        def fresh() -> bool:
+            return bool(self.images) and all(t > after for t in self._image_t.values()) and all(
+                self._depth_t.get(c) == t for c, t in self._image_t.items() if self._has_depth(c))
         with self._cv:
-            self._cv.wait_for(lambda: self.images and all(t > after for t in self._image_t.values()), wait)
-            return self.state or state or {}, dict(self.images)
+            self._cv.wait_for(fresh, self.image_wait_s)
+            depth = {c: d for c, d in self.depth.items()
+                     if c in self._image_t and self._depth_t.get(c) == self._image_t[c]}
+            return self.state or state or {}, dict(self.images), depth
+
+    def look(self, label: str = "", after: float | None = None) -> tuple[dict, dict]:
+        """(state, images): ``observe`` without the depth images."""
+        state, images, _ = self.observe(label, after)
+        return state, images
+
+    def robot(self, profile) -> "GraphRobot":
+        return GraphRobot(self, profile)
+
+
+class GraphRobot:
+    """The calibration side of the Robot interface as a role node hears it from the Controller:
+    ``cameras()``, ``scene_facts()``, ``closing_axis_eef``, ``camera_names`` and the profile. What
+    ``grounding.marks.Marker`` and ``roles.facts.PromptFacts.of_robot`` read of a robot in-process."""
+
+    def __init__(self, cache: ObservationCache, profile):
+        self.cache = cache
+        self.profile = profile
+
+    def cameras(self) -> dict:
+        return dict(self.cache.calibrations or {})
+
+    def scene_facts(self) -> dict:
+        return dict(self.cache.scene or {})
+
+    @property
+    def closing_axis_eef(self) -> tuple:
+        return self.cache.closing_axis_eef
+
+    @property
+    def camera_names(self) -> list | None:
+        return list(self.cache.cameras) if self.cache.cameras else (list(self.cache.calibrations or {}) or None)
 
 
 SHUTDOWN_GRACE_S = 10.0   # a node whose orderly stop takes longer ends itself, exit code 1

@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 from std_srvs.srv import Trigger
 
 from .. import SCHEMA_VERSION
@@ -109,6 +110,7 @@ class ControllerNode(MotorMindNode):
             self.controller.emergency_stop(restarted)
             threading.Thread(target=self._notice_when_heard, args=("stopped", restarted, "controller"),
                              daemon=True).start()
+        self._publish_setup()                    # calibrations and scene facts before the first state
         self._publish_images()
         self._idle()
         if cs.publish_task and hasattr(self.robot, "language_instruction"):
@@ -230,6 +232,7 @@ class ControllerNode(MotorMindNode):
             self._heard.pop(n, None)          # re-armed when heard again
         self._tripped.clear()
         self.worker.put(self._notice, "ready", "reset", "operator")
+        self.worker.put(self._publish_setup)
         self.worker.put(self._idle)
         resp.success, resp.message = True, "ready"
         return resp
@@ -318,31 +321,73 @@ class ControllerNode(MotorMindNode):
         pm.pose.orientation.z, pm.pose.orientation.w = ori["z"], ori["w"]
         self.publisher("eef_pose").publish(pm)
 
+    def _publish_setup(self) -> None:
+        """What a role node needs to mark frames and measure points (docs/grounding.md, "Over ROS 2"),
+        latched: each camera's calibration on ``cameras`` (``CameraCalibration.to_json``: the
+        calibration file's format, pose and mount included) and as a standard ``camera_info``, and
+        the backend's ``scene_facts``. A backend without calibrations says so with an empty map."""
+        try:
+            cams = self.robot.cameras() if hasattr(self.robot, "cameras") else {}
+        except Exception as e:  # noqa: BLE001 - no calibration: no marks, no measuring; said, not fatal
+            self.log(f"cameras() failed: {e}: no calibrations published")
+            cams = {}
+        try:
+            scene = self.robot.scene_facts() if hasattr(self.robot, "scene_facts") else {}
+        except Exception as e:  # noqa: BLE001
+            self.log(f"scene_facts() failed: {e}")
+            scene = {}
+        axis = [float(v) for v in getattr(self.robot, "closing_axis_eef", (0.0, 1.0, 0.0))]
+        self.send("cameras", {"cameras": {n: c.to_json() for n, c in cams.items()}, "closing_axis_eef": axis})
+        self.send("scene_facts", dict(scene or {}))
+        t = self.get_clock().now().to_msg()
+        for name, cal in cams.items():
+            m = msg_type("sensor_msgs/msg/CameraInfo")()
+            m.header.stamp, m.header.frame_id = t, name
+            m.width, m.height = int(cal.width_px), int(cal.height_px)
+            m.distortion_model, m.d = "plumb_bob", [0.0] * 5          # rectified images: no distortion
+            m.k = [cal.fx_px, 0.0, cal.cx_px, 0.0, cal.fy_px, cal.cy_px, 0.0, 0.0, 1.0]
+            m.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+            m.p = [cal.fx_px, 0.0, cal.cx_px, 0.0, 0.0, cal.fy_px, cal.cy_px, 0.0, 0.0, 0.0, 1.0, 0.0]
+            self.publisher(f"camera/{name}/camera_info").publish(m)
+
     def _publish_images(self) -> None:
+        """Each camera's frame on ``camera/NAME/image`` (rgb8) and, where the backend gives one, its
+        depth image of the same look on ``camera/NAME/depth`` (32FC1, metres), with the same stamp."""
         if not self.cameras():
             return
         try:
-            imgs = self.robot.observe(images=True).images
+            obs = self.robot.observe(images=True, depth=True)
         except Exception as e:  # noqa: BLE001
             self.log(f"render failed: {e}")
             return
         t_ns = self.get_clock().now().nanoseconds
         out = []
-        for name, img in imgs.items():
+        for name, img in obs.images.items():
             d = image_msg(img, t_ns, name)
             m = msg_type("sensor_msgs/msg/Image")()
             m.header.stamp.sec, m.header.stamp.nanosec = d["header"]["stamp"]["sec"], d["header"]["stamp"]["nanosec"]
             m.header.frame_id = name
             m.height, m.width, m.encoding, m.is_bigendian, m.step = d["height"], d["width"], "rgb8", 0, d["step"]
             m.data = d["data"]
+            dep = (obs.depth or {}).get(name)
+            dm = None
+            if dep is not None:
+                a = np.ascontiguousarray(np.asarray(dep, dtype="<f4"))
+                dm = msg_type("sensor_msgs/msg/Image")()
+                dm.header = m.header
+                dm.height, dm.width, dm.encoding, dm.is_bigendian = a.shape[0], a.shape[1], "32FC1", 0
+                dm.step, dm.data = a.shape[1] * 4, a.tobytes()
+                self.publisher(f"camera/{name}/depth").publish(dm)   # before the frame: a look waits for the pair
             self.publisher(f"camera/{name}/image").publish(m)
-            out.append((name, m))
+            out.append((name, m, dm))
         self._last_images = out
 
     def _repeat_images(self) -> None:
         """Best effort cannot be latched: the last frames again (same stamps) for late subscribers."""
         if self.controller.current is None:
-            for name, m in list(self._last_images):
+            for name, m, dm in list(self._last_images):
+                if dm is not None:
+                    self.publisher(f"camera/{name}/depth").publish(dm)
                 self.publisher(f"camera/{name}/image").publish(m)
 
     # -- batches (worker thread) ------------------------------------------------------------------

@@ -58,6 +58,12 @@ TOPICS = {t.name: t for t in [
     Topic("console/request", "std_msgs/msg/String", True, False, 10,
           "Executor/Verifier -> console: a batch to approve, a taken-over role's question"),
     Topic("console/response", "std_msgs/msg/String", True, False, 10, "console -> Executor/Verifier: the answers"),
+    # grounding (docs/grounding.md, "Over ROS 2"): what a role node needs to mark frames and measure points
+    Topic("cameras", "std_msgs/msg/String", True, True, 1,
+          "each camera's calibration (CameraCalibration.to_json: intrinsics, mount, pose, depth or why not) "
+          "and the fingers' closing axis; latched for late joiners"),
+    Topic("scene_facts", "std_msgs/msg/String", True, True, 1,
+          "what the backend knows of the scene (Robot.scene_facts: the table's height); latched"),
 ]}
 # what the recorder writes (record:=FILE): every topic but the liveness beat and the evaluator's channel
 NOT_RECORDED = ("heartbeat", "privileged/request", "privileged/response")
@@ -67,13 +73,31 @@ RECORDER_WAIT_S = 30.0     # with record:=FILE the episode starts once the recor
 IMAGE_TOPIC = Topic("camera/{name}/image", "sensor_msgs/msg/Image", False, False, 1,
                     "camera images; best effort (a late frame is useless); the Controller repeats the last "
                     "frames every image_repeat_s for late joiners (best effort cannot be latched)")
+DEPTH_TOPIC = Topic("camera/{name}/depth", "sensor_msgs/msg/Image", False, False, 1,
+                    "depth images (32FC1, metres along the optical axis, NaN: no reading), stamped as the colour "
+                    "frame of the same look; best effort and repeated like the images")
+CAMERA_INFO_TOPIC = Topic("camera/{name}/camera_info", "sensor_msgs/msg/CameraInfo", True, True, 1,
+                          "the camera's intrinsics as ROS tools read them (rviz, image_proc); latched. The pose, "
+                          "the mount and depth availability are on the cameras topic")
+CAMERA_TOPICS = {"image": IMAGE_TOPIC, "depth": DEPTH_TOPIC, "camera_info": CAMERA_INFO_TOPIC}
 SERVICES = {"reset": "std_srvs/srv/Trigger", "stop": "std_srvs/srv/Trigger"}
 
 
+def camera_topic(name: str) -> tuple[str, str] | None:
+    """("camera name", "image" | "depth" | "camera_info") of a per-camera topic name, else None."""
+    parts = name.split("/")
+    if len(parts) == 3 and parts[0] == "camera" and parts[1] and parts[2] in CAMERA_TOPICS:
+        return parts[1], parts[2]
+    return None
+
+
 def topic_spec(name: str) -> Topic:
+    cam = camera_topic(name)
+    if cam is not None:
+        t = CAMERA_TOPICS[cam[1]]
+        return Topic(name, t.type, t.reliable, t.latched, t.depth, t.why)
     if name.startswith("camera/"):
-        return Topic(name, IMAGE_TOPIC.type, IMAGE_TOPIC.reliable, IMAGE_TOPIC.latched, IMAGE_TOPIC.depth,
-                     IMAGE_TOPIC.why)
+        raise KeyError(f"{name}: a camera topic is camera/NAME/{{{', '.join(CAMERA_TOPICS)}}}")
     return TOPICS[name]
 
 

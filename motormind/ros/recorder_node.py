@@ -45,10 +45,11 @@ class RecorderNode(MotorMindNode):
     def _discover(self) -> None:
         pre = f"{graph.NAMESPACE}/"
         for full, _types in self.get_topic_names_and_types():
-            if full.startswith(pre + "camera/") and full.endswith("/image"):
-                name = full[len(pre):]
-                if name not in self._topics:
-                    self._record(name)
+            name = full[len(pre):] if full.startswith(pre) else ""
+            cam = graph.camera_topic(name)
+            # colour and depth images; camera_info is left out: the cameras topic holds the same calibration
+            if cam is not None and cam[1] in ("image", "depth") and name not in self._topics:
+                self._record(name)
 
     def close(self) -> None:
         self.mcap.close()

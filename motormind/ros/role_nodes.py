@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from .. import SCHEMA_VERSION
-from ..components import (NO_POINTING_OVER_ROS, Context, Escalation, ExecutorComponent, MemoryView, MonitorComponent,
+from ..components import (Context, Escalation, ExecutorComponent, MemoryView, MonitorComponent,
                           PlanDecision, PlannerComponent, VerifierComponent, operator_rejection, review_batch,
                           verdict_from_json)
 from ..console.brain import OperatorBrain
@@ -18,7 +18,8 @@ from ..console.desk import TAKEOVER_ROLES
 from ..controller import CancelToken
 from ..episode.book import unfit_reason
 from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks
-from ..grounding.points import Grounding
+from ..grounding.marks import Marker, options_of
+from ..grounding.points import Grounding, convention_of
 from ..roles.executor import Executor
 from ..roles.facts import BudgetCounter, PromptFacts
 from ..roles.memory import Memory
@@ -26,7 +27,7 @@ from ..roles.monitor import Monitor
 from ..roles.planner import Planner
 from ..roles.verifier import Verifier
 from . import graph
-from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain
+from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain, observation_of
 from .operator_proxy import OperatorProxy
 
 
@@ -35,6 +36,9 @@ OVERLAP_OVER_ROS = ("overlap: speculate and verify_ahead (episode/overlap.py) ru
                     "(motormind run / eval); the ROS 2 Executor node cannot ask its brain beside the Controller and "
                     "the Verifier nodes yet: set overlap: {} (or --vlm-set overlap.speculate=false "
                     "overlap.verify_ahead=false) in the VLM config of a ROS 2 launch")
+# once the Controller's state is heard, how long a new task waits for its calibrations and scene facts
+# (latched, sent before its first state: they are there at once from a Controller that is up)
+SETUP_WAIT_S = 5.0
 
 
 class RoleNode(MotorMindNode):
@@ -55,6 +59,10 @@ class RoleNode(MotorMindNode):
             self.operator = OperatorProxy(self, on_pause=self.on_pause)
             self.brain = OperatorBrain(self.brain, self.operator, abort=lambda: self.closing)
         self.cache = ObservationCache(self, self.cfg.images, self.settings.nodes.image_wait_s)
+        # the Controller's cameras as the runner's Robot (calibrations, scene facts, closing axis), and the
+        # same marks the runner draws (grounding/marks.py: the brain's VLM config; a bad word fails the start)
+        self.robot = self.cache.robot(self.profile)
+        self.marker = Marker(self.robot, options_of(self.brain))
         self.memory_view = MemoryView(self.cfg.memory)
         self.instruction = ""
         self.prompt_ctx: Context | None = None
@@ -96,19 +104,44 @@ class RoleNode(MotorMindNode):
         if not instr or instr == self.instruction:
             return
         self.instruction = instr
-        # no depth or calibrations on the image topics: every point and region is refused with the reason
-        self.prompt_ctx = Context(self.profile, instr, self.memory_view.text, grounding=Grounding(
-            self.profile.directions, record=self.record, unavailable=NO_POINTING_OVER_ROS, max_looks=self.cfg.max_looks))
-        # the facts a node has (roles/facts.py): the profile's and the budget; its frames come from image
-        # topics without calibrations, so no camera numbers, grip pixels or table height are stated here
+        # the Controller's calibrations and scene facts (the cameras and scene_facts topics) before the
+        # first prompt: its setup block is fixed for the episode
+        if self.cache.wait_state() is not None and not self.cache.wait_setup(SETUP_WAIT_S):
+            self.say("no calibrations or scene facts from the Controller: no camera numbers, marks or "
+                     "measuring in this episode")
+        brain = self.brain
+        # points and regions resolved from each look's depth, as in-process (regions cut from the frame seen:
+        # no render at hand here); a camera without depth or calibration is refused with that reason
+        self.prompt_ctx = Context(self.profile, instr, self.memory_view.text, self.robot.camera_names, Grounding(
+            self.profile.directions, lambda role, cam, w, h: convention_of(brain, role, w, h), None, self.record,
+            max_looks=self.cfg.max_looks))
+        # the numbers every prompt states (roles/facts.py), from the same sources as in-process
         self.budget.start()
-        self.prompt_ctx.facts = PromptFacts(self.profile, budget=self.budget)
+        self.prompt_ctx.facts = PromptFacts.of_robot(self.robot, self.budget, self.marker.options,
+                                                     lambda cam, w, h: convention_of(brain, "executor", w, h))
         self.log(f"task: {instr!r}  brain: {getattr(self.brain, 'name', '?')}"
                  f"{' (PRIVILEGED simulator state)' if getattr(self.brain, 'privileged', False) else ''}")
         self.on_task(msg)
 
     def on_task(self, msg: dict) -> None:
         pass
+
+    def look(self, label: str = "", after: float | None = None) -> tuple[dict, dict]:
+        """(state, the frames as the roles see them), as the runner's ``_look``: the frames marked once
+        (``Marker``), the look kept for resolving points (``Grounding.see``) and its grip pixels for the
+        prompts (``PromptFacts.saw``); a ``marks`` event says what was drawn (the raw frames are on the
+        image topics)."""
+        state, images, depth = self.cache.observe(label, after)
+        ctx = self.prompt_ctx
+        if ctx is None or not (state or {}).get("eef_pos_mm"):
+            return state, images
+        obs = observation_of(state, images, depth)
+        marked, infos = self.marker(obs) if images else ({}, {})
+        if images:
+            ctx.grounding.see(label, obs, self.robot.cameras())
+            self.record("marks", label=label, cameras=infos, depth=sorted(depth))
+        ctx.facts.saw(obs, marked, infos)
+        return state, marked
 
     def on_pause(self, paused: bool) -> None:
         """The operator's ``pause`` topic changed (callback thread: quick)."""
@@ -154,7 +187,7 @@ class PlannerNode(RoleNode):
         self.await_recorder()
         self.component = PlannerComponent(Planner(self.brain, self.record), self.cfg, self.prompt_ctx, self.record,
                                            self.say)
-        state, images = self.cache.look("start")
+        state, images = self.look("start")
         if images:                                # the brain checks it sees the cameras (Brain.preflight)
             self.brain.preflight(images)
         if self.brain.unfit:
@@ -172,11 +205,11 @@ class PlannerNode(RoleNode):
 
     def _verdict(self, msg: dict) -> None:
         if self.component is not None:
-            self._publish(self.component.on_verdict(verdict_from_json(msg), self.cache.look), msg)
+            self._publish(self.component.on_verdict(verdict_from_json(msg), self.look), msg)
 
     def _escalation(self, msg: dict) -> None:
         if self.component is not None:
-            self._publish(self.component.on_escalation(Escalation.from_json(msg), self.cache.look))
+            self._publish(self.component.on_escalation(Escalation.from_json(msg), self.look))
 
 
 class ExecutorNode(RoleNode):
@@ -210,7 +243,7 @@ class ExecutorNode(RoleNode):
     def on_task(self, msg: dict) -> None:
         component = ExecutorComponent(Executor(self.brain, self.record), self.cfg, self.prompt_ctx, self.say)
         self.machine = EpisodeMachine(self.cfg, component, Hooks(
-            evaluate=self._evaluate, look=self.cache.look,
+            evaluate=self._evaluate, look=self.look,
             has_success_check=bool(self.settings.executor.privileged_evaluator),
             unfit=lambda: getattr(self.brain, "unfit", "") or "", hold=self._paused,
             review=lambda batch: review_batch(self.operator, batch, self.record, self.say, lambda: self.closing),
@@ -320,7 +353,7 @@ class VerifierNode(RoleNode):
         if sg is None:                              # its plan has not arrived yet: verified when it does
             self.held.append(rep)
             return
-        state, images = self.cache.look(f"verify {sg.id}")
+        state, images = self.look(f"verify {sg.id}")
         state = rep.get("end_state") or state
         v = self.component.verify(sg, self.plan, rep, state, images, self.last_verdict)
         self.last_verdict = v
