@@ -115,9 +115,11 @@ def _rate(rs: list[dict], sep: str = " ") -> str:
 
 
 def _mid(d: dict | None, unit: str) -> str:
-    if not d or not d.get("n"):
+    """Median / p90 of one measure; "-" where none was measured (the real-time cell counts no steps)."""
+    if not d or not d.get("n") or d.get(unit + "_median") is None:
         return "-"
-    return f"{d[unit + '_median']:g} / {d[unit + '_p90']:g}"
+    p90 = d.get(unit + "_p90")
+    return f"{d[unit + '_median']:g} / " + ("-" if p90 is None else f"{p90:g}")
 
 
 def _parts(d: dict, keys) -> str:

@@ -122,3 +122,11 @@ def test_the_report_has_the_suite_by_perturbation_grid_and_the_failing_tasks():
     assert "| libero_goal | 3: 1/2 |" in failing and "| libero_goal_task | 1: 1/1 |" in failing
     assert "libero_object_lan" not in failing
     assert "## Suite by perturbation" not in markdown([row("a", "libero_goal", 0, 0, True)])
+
+
+def test_a_measure_with_no_steps_is_a_dash_not_a_crash():
+    """The xArm6 cell runs in real time and counts no control steps: its interference costs have no
+    step median (the cell's trials report raised a TypeError formatting None)."""
+    from motormind.evaluate.report import _mid
+    assert _mid({"n": 2, "steps_median": None, "steps_p90": None, "s_median": 1.5, "s_p90": 2.0}, "steps") == "-"
+    assert _mid({"n": 2, "s_median": 1.5, "s_p90": 2.0}, "s") == "1.5 / 2"
