@@ -80,11 +80,6 @@ def verdict_from_json(d: dict) -> Verdict:
                    bool(d.get("failed_safe", False)), bool(d.get("replan", False)))
 
 
-# Why a role node cannot measure: its frames arrive on image topics, without depth or calibrations.
-NO_POINTING_OVER_ROS = ("the ROS 2 role nodes receive colour frames only, without depth images or camera "
-                        "calibrations: pointing works in the in-process runner")
-
-
 class Context:
     """What every role's prompt is rendered from: the robot profile, the instruction, memory."""
 

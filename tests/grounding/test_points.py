@@ -11,7 +11,7 @@ import pytest
 
 from motormind.brains.openai_brain import VLMConfig
 from motormind.brains.scripted import ScriptedBrain
-from motormind.components import NO_POINTING_OVER_ROS, Context, ExecutorComponent, PlanDecision
+from motormind.components import Context, ExecutorComponent, PlanDecision
 from motormind.episode.config import EpisodeConfig
 from motormind.grounding.pixels import PixelConvention
 from motormind.grounding.points import (FIELDS, Frame, Grounding, Point, convention_of, offset_words, resolve)
@@ -220,10 +220,12 @@ def test_the_answer_fields_are_one_definition_in_every_schema():
 
 
 def test_over_a_transport_without_depth_every_point_is_refused_with_that_reason():
-    """The ROS 2 role nodes' grounding: a look is answered (no step, no batch), its points refused."""
+    """A transport that carries no depth (Grounding's ``unavailable``): a look is answered (no step, no
+    batch), its points refused with the reason."""
+    why = "this transport carries no depth images or camera calibrations"
     prof = load_profile("fake")
     brain = ScriptedBrain({"executor": [{"points": [{"camera": "front", "pixel": [3, 4], "label": "cup"}]}, B1]})
-    ctx = Context(prof, "task", grounding=Grounding(prof.directions, unavailable=NO_POINTING_OVER_ROS, max_looks=2))
+    ctx = Context(prof, "task", grounding=Grounding(prof.directions, unavailable=why, max_looks=2))
     ex = ExecutorComponent(Executor(brain), EpisodeConfig(max_looks=2), ctx)
     ex.on_plan(PlanDecision("plan", [Subgoal("s1", "d", "c")], plan_id=1))
     state = FakeRobot().observe().state_dict()
@@ -231,7 +233,7 @@ def test_over_a_transport_without_depth_every_point_is_refused_with_that_reason(
     prop = ex.propose(state, {}, "b1")
     assert prop.batch is not None and prop.batch["commands"] == B1["commands"]
     second = brain.requests[1]
-    assert f'"cup" (front 3, 4; at b1 s1): refused: {NO_POINTING_OVER_ROS}' in second.user
+    assert f'"cup" (front 3, 4; at b1 s1): refused: {why}' in second.user
     assert "Pointing and regions are not available here" in second.system
 
 
