@@ -43,6 +43,7 @@ from .roles.base import quote_id, quote_text
 from .roles.planner import Subgoal
 from .roles.facts import PromptFacts
 from .roles.verifier import Verdict
+from .text import clip
 from .views import describe as describe_views
 from .vocabulary import prompt_block
 
@@ -252,7 +253,7 @@ class PlannerComponent:
             return self._decision("gave_up", f"replan limit {cfg.max_replans} reached; last: {reason}")
         self.replans += 1
         self.emit("replan", reason=reason)
-        self.progress(f"replan #{self.replans}: {reason[:120]}")
+        self.progress(f"replan #{self.replans}: {clip(reason, 120)}")
         state, images = observe(f"replan {self.replans}")
         plan, brain, priv, error = self._ask(state, images, reason)
         return self._decide(plan, brain, priv, reason, self._failed("the planner failed safe on a replan", error))
@@ -321,7 +322,7 @@ class ExecutorComponent:
 
     def _unusable(self, res, error: str, ctx: dict) -> Proposal:
         self.fails += 1
-        self.progress(f"{self.subgoal.id} executor answer unusable: {error[:80]}")
+        self.progress(f"{self.subgoal.id} executor answer unusable: {clip(error, 80)}")
         esc = None
         if self.fails >= self.cfg.max_failures_per_subgoal:
             esc = self._escalation(f"the executor failed to give a usable batch {self.fails} times ({error})")
@@ -363,7 +364,7 @@ class ExecutorComponent:
             if why is not None:
                 g.record("replan_request", role="executor", reason=why, subgoal_id=sg.id, plan_id=self.plan_id,
                          batch_id=batch_id)
-                self.progress(f"{sg.id} the executor asks for a new plan: {why[:100]}")
+                self.progress(f"{sg.id} the executor asks for a new plan: {clip(why, 100)}")
                 return Proposal(None, self._escalation(f"the executor asks for a new plan (on {sg.id}): {why}",
                                                        requested=True), res.brain, res.privileged, "", ctx)
             if "commands" not in answer and looks >= limit:
