@@ -132,6 +132,10 @@ class Tolerances:
     blend_deg: float = 0.0            # the same for a rotation followed by another rotation
     blend_fraction: float = 0.0       # a blend is at most this fraction of its command's distance (angle):
                                       # it never eats a command (required when blend_mm or blend_deg > 0)
+    no_progress_steps: int = 0        # control steps: a move farther than position_mm from its target that
+    no_progress_mm: float = 0.0       # has come no closer than this (mm) over that many steps ends early,
+                                      # stalled (e.g. against the arm's reach limit, creeping without
+                                      # contact), instead of running to max_steps_per_command (0: off)
 
 
 @dataclass(frozen=True)
@@ -208,7 +212,7 @@ _SECTIONS = {         # section -> its keys (None: free-form); every section but
     "gripper": ("max_width_mm", "min_width_mm", "finger_length_mm", "tip_past_grip_mm"),
     "speeds": ("move_mm_s", "rotate_deg_s"),
     "tolerances": ("position_mm", "rotation_deg", "settle_mm_per_step", "max_steps_per_command", "continue_mm",
-                   "blend_mm", "blend_deg", "blend_fraction"),
+                   "blend_mm", "blend_deg", "blend_fraction", "no_progress_steps", "no_progress_mm"),
     "control": ("period_s",),
 }
 _OPTIONAL = ("description", "safety", "cameras", "backends")
@@ -353,7 +357,12 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
         else r.num(tol, "position_mm", "tolerances"),
         blend_mm=r.num(tol, "blend_mm", "tolerances", False) if "blend_mm" in tol else 0.0,
         blend_deg=r.num(tol, "blend_deg", "tolerances", False) if "blend_deg" in tol else 0.0,
-        blend_fraction=r.num(tol, "blend_fraction", "tolerances", False) if "blend_fraction" in tol else 0.0)
+        blend_fraction=r.num(tol, "blend_fraction", "tolerances", False) if "blend_fraction" in tol else 0.0,
+        no_progress_steps=r.count(tol, "no_progress_steps", "tolerances") if "no_progress_steps" in tol else 0,
+        no_progress_mm=r.num(tol, "no_progress_mm", "tolerances") if "no_progress_mm" in tol else 0.0)
+    if ("no_progress_steps" in tol) != ("no_progress_mm" in tol):
+        r.fail("tolerances.no_progress_mm" if "no_progress_steps" in tol else "tolerances.no_progress_steps",
+               "missing (the no-progress stall rule needs both: no_progress_steps control steps, no_progress_mm mm)")
     for key in ("blend_mm", "blend_deg"):
         if getattr(tolerances, key) < 0:
             r.fail(f"tolerances.{key}", f"must be >= 0, got {getattr(tolerances, key):g}")

@@ -504,6 +504,12 @@ class LiberoRobot(Robot):
         blend_pos = motion.blend_m if motion.blend_m > 0 else tol.position_mm / 1000.0 if motion.blend_rad > 0 else 0.0
         stall_w = math.radians(0.1)
         steps, still, prev_ang = 0, 0, None
+        # no progress (the profile's no_progress_steps / no_progress_mm): a move outside position_mm whose
+        # error is now no smaller by no_progress_mm than at any of the last no_progress_steps steps is
+        # stalled (a reach limit: it creeps and wobbles without contact); a wobble that is still closing
+        # in (down from a larger error within the window) goes on
+        np_steps, np_m = tol.no_progress_steps, tol.no_progress_mm / 1000.0
+        recent: list[float] = []
         while True:
             with self._lock:
                 pose = self._site_pose()
@@ -526,6 +532,17 @@ class LiberoRobot(Robot):
                     return MotionResult(steps, False, False,
                                         f"budget exhausted ({self.max_env_steps} steps): residual "
                                         f"{err * 1000:.1f} mm, {math.degrees(ang):.1f} deg")
+                recent = (recent + [err])[-(np_steps + 1):]
+                if (motion.kind == "move" and np_steps > 0 and len(recent) > np_steps
+                        and err * 1000 > tol.position_mm and max(recent) - err < np_m):
+                    touching = self._touching()
+                    return MotionResult(steps, False, False,
+                                        f"stalled: not {tol.no_progress_mm:g} mm closer in {np_steps} steps "
+                                        f"(no_progress_mm, no_progress_steps), "
+                                        f"residual {err * 1000:.1f} mm, {math.degrees(ang):.1f} deg"
+                                        + (f"; in contact ({touching})" if touching
+                                           else "; no contact: perhaps the arm's reach limit"),
+                                        contact=bool(touching))
                 w = abs(prev_ang - ang) if prev_ang is not None else float("inf")
                 still = still + 1 if (steps > 0 and np.linalg.norm(v) < v_tol and w < stall_w) else 0
                 if self.stall_steps > 0 and still >= self.stall_steps:

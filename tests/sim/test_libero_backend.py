@@ -341,6 +341,26 @@ def test_a_rotation_another_follows_passes_through_at_its_blend(robot):
 
 
 @pytest.mark.sim
+def test_a_move_stalled_at_the_reach_limit_ends_early_saying_so(robot):
+    """Against the reach limit the arm creeps and wobbles faster than settle_mm_per_step without
+    contact, so the speed stall fired late or never (a real-VLM trial's move ran to its 60-step cap,
+    7.2 mm short). The profile's no-progress rule (no_progress_mm 1 over no_progress_steps 8)
+    ends it once 8 steps bring it no 1 mm closer, and the note says so."""
+    tol = robot.profile.tolerances
+    robot.reset()
+    try:
+        p0, r0 = _pose(robot)
+        target = np.array([0.85, p0[1], 0.20])
+        res = robot.execute(Motion("move", target, r0, max_steps=60), threading.Event())
+        assert not res.converged and not res.contact
+        assert "stalled" in res.note and "reach limit" in res.note, res.note
+        assert np.linalg.norm(robot.observe().eef_pos_m - target) * 1000 > tol.continue_mm
+        assert res.steps < 60, res.steps        # 41 from the start pose (about 32 of them travel)
+    finally:
+        robot.reset()
+
+
+@pytest.mark.sim
 def test_a_thin_wall_close_is_held_and_stays_held_through_the_lift(robot):
     """A real close on an object: the fingers straddle the bowl's thin wall and stall at about 7 mm,
     where a width threshold said 'nothing held'; the Controller reports it held, and the lift that
