@@ -333,6 +333,7 @@ class Controller:
         obs = obs0
         steps_total = 0
         chain = None          # the target of a move passed through (blended): the next move aims from it
+        wait_at = None        # the target of a move that ended on its way before a wait: the wait holds it
         cmds = batch.commands
         for i, cmd in enumerate(cmds):
             cj = cmd.to_json()
@@ -362,10 +363,18 @@ class Controller:
                 and not (isinstance(cmd, Move) and cmd.guarded)
             gap0 = obs.gripper_width_mm
             blend_m, blend_rad = self._blend(cmd) if flows else (0.0, 0.0)
-            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend_m, chain, blend_rad,
+            # before a wait a move need not end at rest either: the wait holds its target and it settles
+            # there during the wait's own steps (a guarded move's target is past its contact: not held)
+            to_wait = isinstance(cmd, Move) and not cmd.guarded and isinstance(nxt, Wait)
+            res, obs, rot_goal = self._execute_one(i, cmd, obs, rot_goal, blend_m,
+                                                   chain if chain is not None else wait_at, blend_rad,
                                                    follows=isinstance(nxt, (Move, Rotate)),
-                                                   at_rest=not (nxt is None or isinstance(nxt, Done)))
+                                                   at_rest=not (nxt is None or isinstance(nxt, Done) or to_wait))
             chain = res.passed_target if res.status == "done" else None
+            wait_at = None    # the wait next holds this move's target (never a stop: _settle is not called)
+            if (to_wait and res.status == "done" and chain is None and res.motion
+                    and (res.achieved or {}).get("error_mm", math.inf) <= self.profile.tolerances.position_mm):
+                wait_at = np.asarray(res.motion["target_pos_m"], dtype=float)
             if isinstance(cmd, (Move, Rotate, Wait)) and res.status != "rejected":
                 self._say_grasp(res, self.grasp.during({"move": "move", "rotate": "rotation", "wait": "wait"}[cmd.op],
                                                        gap0, obs.gripper_width_mm))
@@ -455,7 +464,7 @@ class Controller:
                                   duration_s=self.clock() - t0), obs, rot_goal)
         if isinstance(cmd, Move):
             disp = cmd.displacement_mm / 1000.0
-            # before a done or the batch's end nothing starts from the target at rest (robot.Motion.at_rest)
+            # before a done, a wait or the batch's end nothing starts from the target at rest (robot.Motion.at_rest)
             motion = Motion("move", start + disp, rot_goal, max_steps=tol.max_steps_per_command, blend_m=blend_m,
                             blend_rad=blend_rad, at_rest=at_rest)
             commanded = {"translation_mm": _mm(disp)}
@@ -471,7 +480,8 @@ class Controller:
             commanded = {"gripper_fraction": cmd.width,
                          "gripper_width_mm": round(cmd.width * prof.gripper_max_width_mm, 1)}
         elif isinstance(cmd, Wait):
-            motion = Motion("wait", p0.copy(), rot_goal, seconds=cmd.seconds,
+            # it holds where the arm is, or the target of the move before it that ended on its way there
+            motion = Motion("wait", start.copy(), rot_goal, seconds=cmd.seconds,
                             max_steps=max(1, int(round(cmd.seconds / prof.period_s))))
             commanded = {"seconds": cmd.seconds}
         else:  # pragma: no cover - the parser admits nothing else

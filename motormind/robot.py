@@ -62,8 +62,9 @@ class Motion:
                                      # backend that cannot blend settles at the target instead)
     blend_rad: float = 0.0           # > 0: another rotation follows; pass within this of the target
     at_rest: bool = True             # a move: end at rest on the target (what follows starts from it:
-                                     # a gripper action, a wait); False before a ``done`` or the batch's
-                                     # end: it may end once within the position tolerance, still slowing
+                                     # a gripper action); False before a ``done``, a wait (which holds the
+                                     # target) or the batch's end: it may end once within the position
+                                     # tolerance, still slowing
     follows: bool = False            # a gripper motion an arm motion follows: an open or a partial width
                                      # whose command is set, the fingers on their way and touching nothing,
                                      # may finish during that motion (a close still ends at its stall)

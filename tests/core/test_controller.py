@@ -378,15 +378,28 @@ def test_a_gripper_command_is_told_when_an_arm_motion_follows(fake_robot):
     assert grips == [True, True, False, False]
 
 
-def test_a_move_before_a_done_or_the_batchs_end_need_not_end_at_rest(fake_robot):
+def test_a_move_before_a_done_a_wait_or_the_batchs_end_need_not_end_at_rest(fake_robot):
     """Settling only where the next command needs it (issue 33 item 6): a move before a gripper action
-    or a wait ends at rest on its target; before a done or the batch's end it may end within the
+    ends at rest on its target; before a wait, a done or the batch's end it may end within the
     tolerance, still slowing (robot.Motion.at_rest)."""
     c = Controller(fake_robot)
     c.run(B(mv("up", 10), {"op": "gripper", "action": "close"}, mv("up", 10), {"op": "wait", "seconds": 0.1},
             mv("up", 10), {"op": "done"}))
     c.run(B(mv("up", 10)))
-    assert [m.at_rest for m in fake_robot.executed if m.kind == "move"] == [True, True, False, False]
+    assert [m.at_rest for m in fake_robot.executed if m.kind == "move"] == [True, False, False, False]
+
+
+def test_a_wait_after_a_move_holds_the_moves_target(fake_robot):
+    """A move before a wait ends on its way (within the position tolerance): the wait holds the move's
+    target, so the arm settles there during the wait's steps (a real-VLM trial's moves before a wait
+    settled 11 steps each), not where the move happened to end; a guarded move still ends at rest."""
+    c = Controller(fake_robot)
+    c.run(B(mv("up", 10), {"op": "wait", "seconds": 0.1}))
+    move, wait = fake_robot.executed[-2:]
+    assert (move.kind, wait.kind, move.at_rest) == ("move", "wait", False)
+    assert np.allclose(wait.target_pos_m, move.target_pos_m)
+    c.run(B({"op": "move", "direction": "down", "distance_mm": 10, "until": "contact"}, {"op": "wait", "seconds": 0.1}))
+    assert fake_robot.executed[-2].at_rest
 
 
 def test_a_blend_limits_the_commands_own_quantity_and_keeps_the_held_ones():
