@@ -112,6 +112,10 @@ def test_the_end_summary_and_summary_json_agree_and_name_the_vlm_trouble(tmp_pat
     assert f"VLM calls {calls}," in text and f"repairs {trouble['repairs']}" in text
     assert f"failed safe {trouble['failed_safe']}" in text
     assert s["vlm_s"] + s["motion_s"] + s["overhead_s"] == pytest.approx(res.wall_s, abs=0.01)
+    # the two times are told apart: the whole wall (setup included) and the loop the split adds up to
+    longer = "\n".join(end_lines({**s, "episode_wall_s": res.wall_s + 30.0}))
+    assert f"wall {res.wall_s + 30.0:.1f} s (of it 30.0 s building the scene and closing)" in longer
+    assert f"the loop: {res.wall_s:.1f} s = VLM" in longer
 
 
 def test_the_timing_split_adds_up_and_leaves_the_background_roles_apart():
