@@ -420,7 +420,8 @@ class OracleBrain(Brain):
     def _target(self, w: World, a: str, pred, pose: pp.Pose | None = None) -> pp.Target:
         """Where ``a`` goes for ``pred``, away from spots a carry there was stopped by contact, and
         once one was, with the hand that holds it (as ``pose`` holds it) clear on the way down too
-        (into a roofed region, held as ``pose`` holds it: insert.py)."""
+        (into a roofed region, held as ``pose`` holds it: insert.py), leaving room for the objects the
+        goal still puts on the same support."""
         op = self._opening(w, pred)
         if op is not None and pose is not None and pose.rot is not None:
             t = ins.held_target(w, a, op, pose)
@@ -430,7 +431,12 @@ class OracleBrain(Brain):
         hand = None
         if avoid and pose is not None and pose.tilt < art.UNTILT_MIN and pp.held(w, a, pose, self.profile):
             hand = gripper_boxes(pose.grip - w.bodies[a].pos, pose.yaw, pose.width_mm / 1000.0)
-        return pp.place_target(w, a, pred, avoid=avoid, hand=hand)
+        later = tuple(p[1] for p in self.scene.goal_state          # on the same support after it
+                      if len(p) == 3 and p[0].lower() == pred[0].lower() and p[2] == pred[2] and p[1] != a
+                      and not self._truth(p))
+        keep = self.carry_to.get(a)
+        return pp.place_target(w, a, pred, avoid=avoid, hand=hand, room_for=later,
+                               keep=None if keep is None else np.asarray(keep, float))
 
     @staticmethod
     def _opening(w: World, pred) -> ins.Opening | None:

@@ -59,6 +59,9 @@ HAND_COLUMN_M = (0.04, 0.09, 0.15, 0.22, 0.3)   # ... and the hand holding it, o
                            # the release itself its fingers may touch the support: a box held wide over a bowl)
 HAND_MET_COST = 5.0        # ... a spot where it meets something costs as much as this much more off-centre + turn
 AVOID_M = 0.02             # release spots this close to one where a carry was stopped are tried last
+ROOM_M = 0.005             # a release spot leaves the objects still to come to its region this much more clear
+                           # than its own clearance asks (their release is less exact than the model)
+KEEP_BONUS = 0.008         # ... and the spot the last carry went for is kept unless another scores this much more
 PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
 RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
 SHOULDER = np.array([0.0, 0.0, 0.333])   # the Panda's shoulder above its base (m)
@@ -274,7 +277,8 @@ def spun(world: World, a: str, spin: float, origin) -> Boxes:
     return turned(b.obbs.shifted(-b.pos), spin, origin)
 
 
-def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None) -> Target:
+def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None, room_for=(),
+                 keep=None) -> Target:
     """Where ``a`` is released for ``pred`` (On / In): the origin spot, among those the predicate
     accepts (a region's box, 3 cm around an object's origin), where the object, hanging RELEASE_M
     over what is under it, is clearest of everything else on the way down, nearest the middle
@@ -282,7 +286,12 @@ def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None
     (a book into a slot): a quarter or an eighth turn when that fits it better. With ``hand`` (the
     closed gripper's boxes relative to ``a``'s origin, as it holds it), the hand too is kept clear
     all the way down from HAND_COLUMN_M, and any goal may turn the object (the hand's long side
-    away from a cabinet beside the spot)."""
+    away from a cabinet beside the spot). ``room_for`` names objects the goal puts on the same
+    support after ``a``: a spot that leaves one of theirs clear of ``a`` is preferred (two moka
+    pots on one burner: the first at the middle left the second none, every way down met it); then
+    a spot within AVOID_M of ``keep`` (where the last carry went) stays chosen unless another is
+    clearly better (the room changes as the held object sways: the Verifier found the carry 38 mm
+    from a target that had moved)."""
     op, b = pred[0].lower(), pred[2]
     body = world.bodies[a]
     if b in world.regions:
@@ -297,6 +306,8 @@ def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None
         below = float(tb.hi[2]) + 0.001
     spins = PLACE_SPINS if op == "in" or hand is not None else (0.0,)
     bottom_off = float(body.lo[2] - body.pos[2])
+    later = [_later_spots(world, c, a, centre, half, below) for c in room_for
+             if c != a and c in world.bodies and len(world.bodies[c].obbs) and len(body.obbs)]
     spots = []
     for spin in spins:
         for fx in PLACE_GRID:
@@ -316,14 +327,51 @@ def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None
                     hand_clear = min(world.clearance(turned(hand, spin, origin + [0, 0, dz]), exclude=(a,))
                                      for dz in HAND_COLUMN_M)
                     clear, met = min(clear, hand_clear), float(hand_clear < 0.0)
+                if later:                             # the room it leaves the objects still to come
+                    mine = spun(world, a, spin, origin)
+                    clear = min(clear, min(_room(mine, cs) for cs in later) - ROOM_M)
                 spots.append((origin, support, clear, float(np.hypot(fx, fy)) + abs(spin) + HAND_MET_COST * met,
                               spin))
     lowest = min(sp[1] for sp in spots)
     def avoided(xy) -> float:                         # a spot a carry to was stopped at, and near it
         return 1.0 if any(np.linalg.norm(np.asarray(xy[:2]) - np.asarray(v)[:2]) < AVOID_M for v in avoid) else 0.0
+    def kept(xy) -> float:
+        return KEEP_BONUS if later and keep is not None and np.linalg.norm(np.asarray(xy[:2]) - keep[:2]) < AVOID_M \
+            else 0.0
     origin, support, _, _, spin = max(spots, key=lambda sp: min(sp[2], 0.015) - 0.02 * sp[3]
-                                      - 5.0 * (sp[1] - lowest) - avoided(sp[0]))
+                                      - 5.0 * (sp[1] - lowest) - avoided(sp[0]) + kept(sp[0]))
     return Target(origin, support, (a,), spin)
+
+
+def _later_spots(world: World, c: str, a: str, centre, half, below) -> list[tuple[Boxes, float]]:
+    """Where ``c``, still to come to the same region, could go (the spots place_target tries, unturned,
+    over the way down): its boxes there and how clear they are of everything but ``a`` and ``c``."""
+    body = world.bodies[c]
+    bottom_off = float(body.lo[2] - body.pos[2])
+    out = []
+    for fx in PLACE_GRID:
+        for fy in PLACE_GRID:
+            xy = centre + half * [fx, fy]
+            foot = spun(world, c, 0.0, np.array([xy[0], xy[1], body.pos[2]])).aabb()
+            flo, fhi = foot[:, 0, :2].min(axis=0) + 0.006, foot[:, 1, :2].max(axis=0) - 0.006
+            support = world.top_under(flo, fhi, exclude=(a, c), below=below)
+            if not math.isfinite(support):
+                continue
+            origin = np.array([xy[0], xy[1], support + RELEASE_M - bottom_off])
+            for dz in PLACE_COLUMN_M[:3]:
+                boxes = spun(world, c, 0.0, origin + [0.0, 0.0, dz])
+                out.append((boxes, world.clearance(boxes, exclude=(a, c))))
+    return out
+
+
+def _room(mine: Boxes, later: list[tuple[Boxes, float]]) -> float:
+    """The clearest spot ``later`` offers once ``mine`` stands where it would go (each spot's worst
+    height on the way down counts: the spots come in columns of three)."""
+    best = -math.inf
+    for k in range(0, len(later), 3):
+        col = later[k:k + 3]
+        best = max(best, min(min(cl, separation(boxes, mine)) for boxes, cl in col))
+    return best
 
 
 def grip_at(target: Target, grasp_rel: np.ndarray, lift: float = 0.0) -> np.ndarray:
