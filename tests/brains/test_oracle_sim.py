@@ -27,7 +27,9 @@ CASES = [
     ("libero_object", 0, 0, "in a region"),
     ("libero_spatial", 4, 1, "on an object: a bowl pinched under the cabinet's top slides out before its test lift"),
     ("libero_goal", 0, 0, "open a drawer"),
-    ("libero_goal", 5, 0, "on a table region: a plate dragged from its well"),
+    # init 2, not 0: init 0's push ends at its 300-step budget's edge (262 at 786adb4, 300 since a blend is a
+    # quarter of its move at most, d98de3b: docs/evaluation.md); init 2 has margin (183 then, 176 now)
+    ("libero_goal", 5, 2, "on a table region: a plate dragged from its well"),
     ("libero_goal", 7, 0, "turnon a knob"),
     ("libero_goal_task", 7, 0, "turnoff a knob"),
     ("libero_10", 2, 0, "turnon, then on a region: a sequence, a part grasp (a moka pot's handle)"),
