@@ -96,6 +96,16 @@ class Context:
         # the roles' points and regions (the runner's resolves them; without one every point is refused)
         self.grounding = grounding or Grounding(profile.directions, unavailable="no depth images reach this role")
 
+    def see(self, label: str, obs, marker, calibrations: dict) -> tuple[dict, dict]:
+        """One look, as every transport takes it: the frames marked once for all roles (``marker``:
+        grounding.marks.Marker), kept for resolving points, and their grip pixels for the prompts.
+        Returns (the frames as the roles see them, the marks' info per camera)."""
+        marked, infos = marker(obs) if obs.images else (dict(obs.images), {})
+        if obs.images:
+            self.grounding.see(label, obs, calibrations)
+        self.facts.saw(obs, marked, infos)
+        return marked, infos
+
     def grounded(self, role: str, values: dict, state: dict, images: dict, **kw) -> tuple[dict, dict]:
         """``values`` with the role's ``pointing`` and ``measurements`` text, and ``images`` with the
         regions asked for since the last prompt (each shown once)."""

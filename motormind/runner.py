@@ -210,14 +210,11 @@ class EpisodeRunner:
         """A fresh observation; its frames are marked once here for every role (``_marked``) and
         recorded raw and marked side by side (the raw frames in the observation are never changed)."""
         obs = self.robot.observe(images=True, depth=True) if self.cfg.images else self.robot.observe()
-        self._marked, infos = dict(obs.images), {}
+        cams = self.robot.cameras() if obs.images and hasattr(self.robot, "cameras") else {}
+        self._marked, _ = self.context.see(label, obs, self.marker, cams)
         if obs.images:
-            self._marked, infos = self.marker(obs)
             extra = {f"{k} (marked)": v for k, v in self._marked.items() if v is not obs.images.get(k)}
             self.rec.frame(label, {**obs.images, **extra})
-        if obs.images:
-            self.grounding.see(label, obs, self.robot.cameras() if hasattr(self.robot, "cameras") else {})
-        self.context.facts.saw(obs, self._marked, infos)   # the grip point's pixels in these frames
         for fn in list(self.observers):
             fn(label, obs)
         return obs

@@ -136,11 +136,9 @@ class RoleNode(MotorMindNode):
         if ctx is None or not (state or {}).get("eef_pos_mm"):
             return state, images
         obs = observation_of(state, images, depth)
-        marked, infos = self.marker(obs) if images else ({}, {})
+        marked, infos = ctx.see(label, obs, self.marker, self.robot.cameras() if images else {})
         if images:
-            ctx.grounding.see(label, obs, self.robot.cameras())
             self.record("marks", label=label, cameras=infos, depth=sorted(depth))
-        ctx.facts.saw(obs, marked, infos)
         return state, marked
 
     def on_pause(self, paused: bool) -> None:
