@@ -5,7 +5,7 @@
 For each square render size: LIBERO-PRO's render time per camera (one simulation, libero_spatial
 task 0; llvmpipe on this machine), the data-URL encoding time and size the openai brain sends
 (PNG and JPEG), and the prompt tokens one such image costs each model family
-(motormind/brains/image_sizing.py). An episode with a VLM renders two cameras about 25 times
+(motormind/grounding/image_sizing.py). An episode with a VLM renders two cameras about 25 times
 (every look of the Planner, Executor and Verifier), so the render column times 50 is the
 episode's render cost at that size. Prints a Markdown table.
 """
@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     sizes = [int(s) for s in a.sizes.split(",")]
 
-    from motormind.brains.image_sizing import RULES, fit
+    from motormind.grounding.image_sizing import RULES, fit
     from motormind.brains.openai_brain import image_data_url
     from motormind.sim.libero_pro import LiberoRobot
 

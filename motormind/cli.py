@@ -74,7 +74,7 @@ def end_lines(s: dict) -> list[str]:
 # parser and sets ``fn``. Modules are imported lazily only to register (they must import lightly).
 PLUGINS = [
     "motormind.serve.cli",        # serve-brain: the local OpenAI-compatible server
-    "motormind.brains.check",     # vlm check: is an endpoint fit to drive a robot?
+    "motormind.diagnose.endpoint_check",     # vlm check: is an endpoint fit to drive a robot?
     "motormind.evaluate.cli",     # eval: LIBERO-PRO evaluation at scale
     "motormind.evaluate.compare", # compare: result directories side by side
     "motormind.diagnose.cli",     # diagnose: the VLM skill diagnostic

@@ -27,6 +27,7 @@ from typing import Callable
 
 from .backends import ROBOTS
 from .errors import ConfigError
+from .profile import profiles_for
 from .strict_config import from_mapping, nearest
 
 BRAINS = {
@@ -84,7 +85,6 @@ def pairing_issue(cfg, profile) -> str:
     extra = getattr(cls, "profile_issue", None)
     if getattr(cls, "any_profile", False) or cfg.type in profile.backends:
         return (extra(profile) if extra else "") or ""
-    from .profile import profiles_for
     fits = profiles_for(cfg.type)
     return (f"backend {cfg.type} and profile {profile.name} disagree: profile {profile.name} "
             f"({profile.source or 'in code'}) describes {', '.join(profile.backends) or 'no backend'} (its "

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ConfigError
+from .strict_config import unknown_key_message
 
 MOUNTS = ("fixed", "gripper")
 _KEYS = {"mount", "where", "looks", "image_right", "image_up"}
@@ -55,7 +56,6 @@ def parse_views(section: dict | None, directions: dict, where: str = "cameras") 
             raise ConfigError(f"{at}: must be a mapping (mount, where, looks, image_right, image_up)")
         extra = set(d) - _KEYS
         if extra:
-            from .strict_config import unknown_key_message
             raise ConfigError(f"{at}: {unknown_key_message(extra, _KEYS)}")
         for k in ("mount", "looks", "image_right", "image_up"):
             if k not in d:

@@ -202,17 +202,8 @@ UPWARD = {
                                                    "imported only then (deferred heavy import)",
     ("motormind/argtypes.py", "motormind.evaluate"): "--interference is parsed by evaluate/interference.py's own "
                                                      "parser (one definition), read when the argument is",
-    ("motormind/views.py", "motormind.strict_config"): "the unknown-key message (one definition), on the error "
-                                                       "path; strict_config is a layer up only for strict_json, "
-                                                       "no cycle",
-    ("motormind/grounding/pixels.py", "motormind.brains"): "a model family's pixel convention uses "
-                                                           "brains/image_sizing.py's size rule (one definition; "
-                                                           "that module imports nothing of the brains)",
     ("motormind/brains/openai_brain.py", "motormind.episode"): "the VLM config's overlap: is checked by "
                                                                "episode/overlap.py's parser (issue 37)",
-    ("motormind/brains/check.py", "motormind.roles"): "`motormind vlm check` asks the real roles through the "
-                                                      "endpoint: a driver kept in brains/ (issue 35)",
-    ("motormind/brains/check.py", "motormind.components"): "the same driver: the report the roles it asks read",
     ("motormind/episode/run.py", "motormind.console"): "run_episode assembles its attachments (console, "
                                                        "interference) inside episode/ (issue 35: one way to open "
                                                        "an episode)",

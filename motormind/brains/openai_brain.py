@@ -31,7 +31,7 @@ One ``respond`` is one role call:
   that refuses image parts (HTTP 400/500 naming them), or drops them (the probe's colours, or a
   call's ``prompt_tokens`` short of the probe's calibration), makes the brain *unfit*: it raises
   ``BrainUnfit`` and asks that endpoint nothing more, and the episode ends (``Brain.unfit``).
-  Images are sized by the model family's rules (``image_rules``, ``brains/image_sizing.py``).
+  Images are sized by the model family's rules (``image_rules``, ``grounding/image_sizing.py``).
 
 For MotorMind's own server it can add a ``motormind`` field to the request body (``send_context``:
 the role, prompt name and the structured context the prompt was rendered from; ``send_scene``: a
@@ -60,8 +60,8 @@ import yaml
 
 from ..errors import BrainUnfit, ConfigError, MotorMindError, yaml_error
 from .base import Brain, BrainReply, BrainRequest
-from .image_sizing import RULES as IMAGE_RULES
-from .image_sizing import fit as fit_image
+from ..grounding.image_sizing import RULES as IMAGE_RULES
+from ..grounding.image_sizing import fit as fit_image
 from .probe import MIN_IMAGE_TOKENS
 
 _STRUCTURED = ("json_schema", "json_object", "none")
@@ -86,7 +86,7 @@ class VLMConfig:
     max_tokens: int = 1024
     max_tokens_param: str = "max_tokens"        # or max_completion_tokens (newer OpenAI models)
     image_size: int | None = None               # longest side in px; None: the image_rules default
-    image_rules: str = "generic"                # how the model family sizes images (brains/image_sizing.py)
+    image_rules: str = "generic"                # how the model family sizes images (grounding/image_sizing.py)
     image_detail: str = "auto"                  # auto | low | high
     image_format: str = "png"                   # png | jpeg
     jpeg_quality: int = 90

@@ -14,6 +14,9 @@ and privileged state -> questions; ground truth from privileged state, ``truth.p
 roles use and scores it per skill and per suite (``score.py``). The set format is in
 ``dataset.py`` and docs/diagnostic.md.
 
+``motormind vlm check`` (``endpoint_check.py``) asks an endpoint the real roles' requests and says
+whether it is fit to drive a robot (docs/vlm-servers.md).
+
 Light to import: nothing here imports the simulator at module level.
 """
 

@@ -53,12 +53,12 @@ ORACLE_IMAGE_SIZE = 128                 # the oracle reads no pixels: images onl
 
 def render_size_for(spec: RunSpec) -> int:
     """The camera render size for ``spec``: as given, else the size the VLM config's model family
-    works on (``brains/image_sizing.py``: a Qwen2.5-VL config at 448 px renders 448, Gemma 3 896),
+    works on (``grounding/image_sizing.py``: a Qwen2.5-VL config at 448 px renders 448, Gemma 3 896),
     so that nothing is upscaled on the way to the model."""
     if spec.image_size:
         return int(spec.image_size)
     if spec.brain == "openai":
-        from ..brains.image_sizing import render_size
+        from ..grounding.image_sizing import render_size
         from ..brains.openai_brain import load_vlm_config
         cfg = load_vlm_config(spec.vlm or "openai", spec.vlm_set)
         return render_size(cfg.image_rules, cfg.image_size)

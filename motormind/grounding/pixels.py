@@ -1,7 +1,7 @@
 """Pixel conventions: how a model family names a position in an image it was shown.
 
 A VLM answers "where" in its own coordinates, which depend on how its processor saw the image
-(``brains/image_sizing.py``, a VLM config's ``image_rules``):
+(``grounding/image_sizing.py``, a VLM config's ``image_rules``):
 
     qwen3-vl     0..1000 normalised: x from the image's left edge (0) to its right edge (1000),
                  y from the top edge (0) to the bottom edge (1000), whatever the image's size
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from .image_sizing import fit
 
 KINDS = ("pixels", "norm1000")
 
@@ -88,6 +90,5 @@ def convention_for(image_rules: str, width_px: int, height_px: int, image_size: 
         return PixelConvention("norm1000", 1000, 1000, image_rules)
     if image_rules == "generic" and not image_size:
         return PixelConvention("pixels", int(width_px), int(height_px), image_rules)
-    from ..brains.image_sizing import fit
     s = fit(image_rules, int(width_px), int(height_px), image_size, detail)
     return PixelConvention("pixels", int(s.width), int(s.height), image_rules)

@@ -66,8 +66,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..brains.base import Brain, BrainReply, BrainRequest
-from ..brains.image_sizing import RULES as FAMILIES
-from ..brains.image_sizing import fit as fit_image
+from ..grounding.image_sizing import RULES as FAMILIES
+from ..grounding.image_sizing import fit as fit_image
 from ..errors import CommandError, ConfigError, ResponseError
 from ..schemas import CHECK_SCHEMAS, ROLE_SCHEMAS, validate
 from ..strict_json import decode_json, show

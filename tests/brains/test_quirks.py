@@ -11,7 +11,7 @@ import pytest
 from fake_episode import check_invariants, kinds, run_fake
 
 from motormind.brains.base import BrainRequest
-from motormind.brains.image_sizing import fit, render_size, smart_resize
+from motormind.grounding.image_sizing import fit, render_size, smart_resize
 from motormind.brains.openai_brain import OpenAIBrain, load_vlm_config, strip_thinking
 from motormind.brains.scripted import ScriptedBrain
 from motormind.errors import BrainUnfit, ConfigError

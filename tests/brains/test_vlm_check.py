@@ -4,7 +4,7 @@ import json
 import pytest
 import yaml
 
-from motormind.brains.check import check_endpoint
+from motormind.diagnose.endpoint_check import check_endpoint
 from motormind.cli import main
 from motormind.errors import ConfigError
 from motormind.serve.quirks import QUIRKS
@@ -96,7 +96,7 @@ def test_a_slow_monitor_timeout_and_a_wrong_model_name_are_named():
 
 
 def test_a_config_that_serves_itself_has_nothing_to_check_and_says_why():
-    from motormind.brains.check import NotChecked
+    from motormind.diagnose.endpoint_check import NotChecked
     with pytest.raises(NotChecked, match="nothing to check: serve: oracle starts its own serve-brain"):
         check_endpoint("local-oracle")
 
@@ -144,7 +144,7 @@ def test_roles_the_endpoint_refuses_make_it_unfit_and_every_count_agrees():
     count the same calls (issue 36: USABLE, "6 calls" over a latency line of "9 calls")."""
     import re
 
-    from motormind.brains.check import render_text
+    from motormind.diagnose.endpoint_check import render_text
     from motormind.serve.server import SnapshotOracle
     srv = BrainServer(SnapshotOracle()).start()
     try:

@@ -75,7 +75,7 @@ ADVICE = {
 
 class Checker:
     def __init__(self, cfg, profile, cameras=CAMERAS, client=None, progress=None):
-        from .openai_brain import OpenAIBrain
+        from ..brains.openai_brain import OpenAIBrain
         self.cfg = cfg
         self.profile = profile
         self.cameras = list(cameras)
@@ -99,7 +99,7 @@ class Checker:
         self.brain.respond = timed
         self.quirks: dict = {}
         self.progress = progress or (lambda s: None)
-        from .image_sizing import render_size
+        from ..grounding.image_sizing import render_size
         self.size = render_size(cfg.image_rules, cfg.image_size)
 
     def add(self, check: str, status: str, detail: str, change: dict | None = None, server: str = "") -> None:
@@ -145,7 +145,7 @@ class Checker:
             self.add("models", "warn", f"{self.cfg.model!r} is not among the served models {ids[:8]}")
 
     def check_answers(self) -> bool:
-        from .base import BrainRequest
+        from ..brains.base import BrainRequest
         from ..schemas import PROBE
         req = BrainRequest("probe", "probe", "You are the Probe of a robot system's endpoint check.",
                            'No image is attached. Answer with {"schema_version": 1, "colours": []}.', PROBE, {}, {})
@@ -159,7 +159,7 @@ class Checker:
         return True
 
     def check_images(self) -> bool:
-        from .probe import probe_images
+        from ..brains.probe import probe_images
         res = probe_images(self.brain, self.cameras, (self.size, self.size))
         self.probe = res
         if res.verdict == "ok":
@@ -179,8 +179,8 @@ class Checker:
 
     def check_image_sizes(self) -> None:
         """Tokens per image at the configured size and at half of it: how the server resizes."""
-        from .image_sizing import fit
-        from .probe import probe_images
+        from ..grounding.image_sizing import fit
+        from ..brains.probe import probe_images
         full = self.probe.image_tokens
         half_size = max(16, self.size // 2)
         cfg = self.brain.cfg
@@ -266,8 +266,8 @@ class Checker:
             self.add("thinking", "ok", "no thinking either way")
 
     def check_coordinates(self) -> None:
-        from .image_sizing import fit
-        from .probe import point_request
+        from ..grounding.image_sizing import fit
+        from ..brains.probe import point_request
         from ..answers import extract_json
         from ..schemas import POINT, validate
         w = h = self.size
@@ -436,8 +436,8 @@ class NotChecked(Exception):
 
 def check_endpoint(vlm, overrides=(), profile="libero_panda", cameras=CAMERAS, progress=None) -> dict:
     from ..profile import load_profile
-    from .endpoint import unreachable
-    from .openai_brain import load_vlm_config
+    from ..brains.endpoint import unreachable
+    from ..brains.openai_brain import load_vlm_config
     cfg = load_vlm_config(vlm, overrides)
     if cfg.serve:
         raise NotChecked(f"{cfg.source}: nothing to check: serve: {cfg.serve} starts its own serve-brain inside "
