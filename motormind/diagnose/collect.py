@@ -154,8 +154,7 @@ class Collector:
         rec.listeners.append(listen)
         robot.on_step = on_step
         try:
-            cfg = EpisodeConfig(images=False, monitor=False, memory=False)
-            cfg.max_steps = robot.budget
+            cfg = EpisodeConfig(images=False, monitor=False, memory=False, max_steps=robot.budget)
             runner = EpisodeRunner(robot, brain, robot.language_instruction, rec, cfg,
                                    success_fn=robot.success, steps_fn=lambda: robot.steps_used)
             res = runner.run()

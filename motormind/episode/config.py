@@ -3,7 +3,9 @@
 Every entry point reads these defaults from here (the command line's ``--wall-budget``, the
 evaluation's jobs, the ROS 2 configuration file's ``episode:`` section), so a default is written
 once. Built strictly from a file (``strict_config.from_mapping``) or in code; either way the
-ranges are checked: ``EpisodeConfig(max_batches=0)`` is a ConfigError naming the field.
+ranges are checked: ``EpisodeConfig(max_batches=0)`` is a ConfigError naming the field. Frozen: a
+validated config is never changed; a variant is ``dataclasses.replace(cfg, max_batches=3)`` (checked
+again), and the step budget is known before the robot is built (motormind/session/setup.py).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from ..strict_config import check_fields
 
 
-@dataclass
+@dataclass(frozen=True)
 class EpisodeConfig:
     max_steps: int | None = field(default=None, metadata={"ge": 1})   # control steps (None: the backend's budget)
     wall_budget_s: float = field(default=900.0, metadata={"gt": 0})   # wall clock, s

@@ -5,7 +5,7 @@ import datetime as _dt
 import platform
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import __version__
@@ -193,10 +193,8 @@ def run_episode(spec: RunSpec, progress=None, config: EpisodeConfig | None = Non
         rec("episode_start", **header)
         progress(f"instruction: {instruction!r}  brain: {brain.name}"
                  f"{' (PRIVILEGED simulator state)' if brain.privileged else ''}  budget: {robot.budget} steps")
-        cfg = config or EpisodeConfig()
-        cfg.max_steps = robot.budget
-        cfg.wall_budget_s = spec.wall_budget_s
-        cfg.images = spec.images
+        cfg = replace(config or EpisodeConfig(), max_steps=robot.budget, wall_budget_s=spec.wall_budget_s,
+                      images=spec.images)
         if console is not None:
             runner = console.runner(brain, instruction, rec, cfg, success_fn=robot.success,
                                     steps_fn=lambda: robot.steps_used, progress=progress)

@@ -5,7 +5,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..episode.config import ABLATIONS as _SWITCHES
@@ -78,10 +78,9 @@ class Job:
 
 
 def config_for(job: Job) -> EpisodeConfig:
-    cfg = EpisodeConfig()
-    if job.ablation != "full":
-        setattr(cfg, job.ablation.removeprefix("no_"), False)
-    return cfg
+    if job.ablation == "full":
+        return EpisodeConfig()
+    return EpisodeConfig(**{job.ablation.removeprefix("no_"): False})
 
 
 def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None) -> dict:
@@ -194,7 +193,6 @@ def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
     robot = build_robot(robot_config({"type": "fake"}), load_profile("fake"))
     x0 = float(robot.pos[0])
     rec = Recorder(run_dir)
-    cfg = config_for(job)
     if job.brain not in BRAINS["fake"]:              # eval's check_grid and brain check refuse it first
         raise ConfigError(f"--brain: {job.brain!r} does not run on the fake backend (it runs: "
                           f"{', '.join(BRAINS['fake'])})")
@@ -204,7 +202,7 @@ def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
         brain = build_brain(BrainConfig("openai", vlm=job.vlm or "openai", vlm_set=tuple(job.vlm_set)), robot,
                             robot.profile, rec)
         brain.use_gates(gates)
-        cfg.max_batches = 12
+        cfg = replace(config_for(job), max_batches=12)
         success_fn = lambda: ReachBrain().success(robot)  # noqa: E731 - the evaluator's check
     else:
         instruction = f"move {dx} mm forward"
@@ -213,7 +211,7 @@ def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
         batch = {"commands": [{"op": "move", "direction": "back" if fail else "forward", "distance_mm": dx},
                               {"op": "done"}]}
         brain = ScriptedBrain({"planner": [plan], "executor": [batch]}, label=job.brain)
-        cfg.max_batches = 3
+        cfg = replace(config_for(job), max_batches=3)
         success_fn = lambda: robot.pos[0] - x0 > dx / 1000 - 0.002  # noqa: E731
     t0 = time.monotonic()
     try:

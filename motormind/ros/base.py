@@ -7,7 +7,6 @@ start, naming where that setting lives in the file: a value that would be silent
 kind of mismatch (a Controller validating with one profile while it moves another robot) this prevents."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import queue
@@ -28,6 +27,7 @@ from ..brains.base import Brain, BrainReply
 from ..errors import CommandError, ConfigError, MotorMindError
 from ..hard_exit import Deadline, exit_after
 from ..mcap_record import dumps
+from ..session.setup import with_step_budget
 from ..strict_json import decode_json
 from . import graph
 from .lifeline import flush_output, keep_output
@@ -143,7 +143,9 @@ class MotorMindNode(Node):
                          automatically_declare_parameters_from_overrides=True)
         self.settings = self._load_settings(overrides)
         self.profile = self.settings.load_profile()
-        self.cfg = dataclasses.replace(self.settings.episode)       # this node's copy (budgets fill in)
+        # the episode's config with its step budget, known before anything is built (a LIBERO-PRO robot
+        # config's: what the Controller's evaluator reports), in every node as in the in-process runner
+        self.cfg = with_step_budget(self.settings.episode, self.settings.robot)
         self._pubs: dict = {}
         self._subs: list = []
         self.worker = Worker(self.get_name(), self.log)

@@ -260,8 +260,6 @@ class ExecutorNode(RoleNode):
     def _evaluate(self) -> tuple[bool, int]:
         if self.rpc is not None and self.settings.executor.privileged_evaluator:
             r = self.rpc.call("evaluate", float(self.settings.nodes.rpc_timeout_s))
-            if self.cfg.max_steps is None:
-                self.cfg.max_steps = int(r["budget"])
             return bool(r["success"]), int(r["steps"])
         return False, self.machine.report_steps
 

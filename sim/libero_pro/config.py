@@ -23,6 +23,12 @@ class LiberoConfig:
 
     any_profile: ClassVar[bool] = False
 
+    def step_budget(self) -> int:
+        """The episode's control-step budget, known before the simulator is built: ``max_steps``,
+        else the suite's standard one (suites.default_budget; the backend's ``budget`` is the same)."""
+        from .suites import default_budget
+        return int(self.max_steps) if self.max_steps is not None else default_budget(self.suite)
+
     def build(self, profile: RobotProfile):
         from .backend import LiberoRobot
         return LiberoRobot(self.suite, self.task, self.init_state, seed=self.seed, image_size=self.image_size,
