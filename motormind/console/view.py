@@ -44,6 +44,10 @@ class ConsoleView:
         self.memory: dict = {"summary": "", "facts": []}
         self.vlm: deque = deque(maxlen=MAX_LOG)
         self.vlm_totals = _no_calls()
+        # over ROS 2 a call names its episode's instruction (role_nodes.py) and may come before that
+        # episode's start (another node, another topic): its count waits here for the start
+        self._calls_ahead: dict = {}
+        self._started = None                   # the instruction of the episode whose start came last
         self.timeline: deque = deque(maxlen=MAX_LOG)
         self.operator_log: deque = deque(maxlen=100)
         self.controller = {"estop": False, "estop_reason": "", "paused": False, "held": ""}
@@ -114,13 +118,17 @@ class ConsoleView:
                             "step_budget": ev.get("step_budget")}
             self.plan, self.batches, self._by_id = [], deque(maxlen=MAX_BATCHES), {}
             # the episode's own calls, as its summary.json counts them (not the sum over the session's episodes)
-            self.vlm_totals = _no_calls()
+            self._started = ev.get("instruction", "")
+            self.vlm_totals = self._calls_ahead.pop(self._started, None) or _no_calls()
+            self._calls_ahead.clear()
             self.manual_used = str(ev.get("brain", "")).endswith(":manual")
             self._tl(t, k, f"episode started: {ev.get('instruction', '')}"
                      + (" [oracle: privileged simulator state]" if ev.get("privileged") else ""))
         elif k == "episode_end":
             self.episode.update(status="ended", outcome=ev.get("outcome", ""), reason=ev.get("reason", ""),
                                 success=bool(ev.get("success")))
+            if ev.get("vlm_calls") is not None:   # over ROS 2, the end's result: the episode's record gives the count
+                self.vlm_totals["calls"] = int(ev["vlm_calls"])
             self._tl(t, k, f"episode ended: {ev.get('outcome', '')} - {ev.get('reason', '')}",
                      "ok" if ev.get("success") else "warn")
         elif k == "instruction":
@@ -208,11 +216,12 @@ class ConsoleView:
                              "latency_s": ev.get("latency_s"), "input_tokens": ev.get("input_tokens", 0),
                              "output_tokens": ev.get("output_tokens", 0), "attempt": ev.get("attempt", 0),
                              "error": _short(ev.get("error", ""), 200), "response": _short(ev.get("response", ""), 400)})
-            tot = self.vlm_totals
-            tot["calls"] += 1
-            tot["latency_s"] = round(tot["latency_s"] + float(ev.get("latency_s") or 0), 3)
-            tot["input_tokens"] += int(ev.get("input_tokens") or 0)
-            tot["output_tokens"] += int(ev.get("output_tokens") or 0)
+            tot = self._calls_of(ev)
+            if tot is not None:
+                tot["calls"] += 1
+                tot["latency_s"] = round(tot["latency_s"] + float(ev.get("latency_s") or 0), 3)
+                tot["input_tokens"] += int(ev.get("input_tokens") or 0)
+                tot["output_tokens"] += int(ev.get("output_tokens") or 0)
         elif k == "estop":
             self.controller.update(estop=True, estop_reason=ev.get("reason", ""))
             self.alerts.append({"t": t, "source": "controller", "text": f"EMERGENCY STOP: {ev.get('reason', '')}"})
@@ -269,6 +278,17 @@ class ConsoleView:
         for s in self.plan:
             if s["id"] == sgid and not (s["status"] == "achieved" and status == "active"):
                 s["status"] = status
+
+    def _calls_of(self, ev: dict) -> dict | None:
+        """The totals a VLM call adds to: its episode's (None: the episode it belongs to has ended,
+        and the count its record gives is the one shown). A call naming another episode's instruction
+        (over ROS 2) is kept for that episode's start."""
+        instr = ev.get("instruction")
+        if instr is not None and instr != self._started:
+            while len(self._calls_ahead) >= 8:
+                self._calls_ahead.pop(next(iter(self._calls_ahead)))
+            return self._calls_ahead.setdefault(instr, _no_calls())
+        return None if self.episode.get("status") == "ended" else self.vlm_totals
 
     # -- the snapshot ---------------------------------------------------------------------------
     def state(self) -> dict:

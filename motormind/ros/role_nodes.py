@@ -126,6 +126,14 @@ class RoleNode(MotorMindNode):
     def on_task(self, msg: dict) -> None:
         pass
 
+    def record(self, kind: str, **data) -> None:
+        """A VLM call names its episode (the instruction: a node takes a new task only with a new one),
+        so the Executor's count and the console's are of the same calls, whatever order the topics
+        deliver them in."""
+        if kind == "vlm_call":
+            data.setdefault("instruction", self.instruction)
+        super().record(kind, **data)
+
     def look(self, label: str = "", after: float | None = None) -> tuple[dict, dict]:
         """(state, the frames as the roles see them), as the runner's ``_look``: the frames marked once
         (``Marker``), the look kept for resolving points (``Grounding.see``) and its grip pixels for the
@@ -227,16 +235,25 @@ class ExecutorNode(RoleNode):
         super().__init__()
         self.machine: EpisodeMachine | None = None
         self._early: list = []                    # (kind, message) that came before the task (latched topics
-        self.vlm = {"calls": 0, "s": 0.0}         # are delivered in no particular order)
+        self.vlm: dict = {}                       # are delivered in no particular order); instruction -> calls
         self.listen("plan", lambda m: self.worker.put(self._feed, "plan", m))
         self.listen("report", lambda m: self.worker.put(self._feed, "report", m))
         self.listen("verdict", lambda m: self.worker.put(self._feed, "verdict", m))
         self.listen("events", self._count)
 
     def _count(self, ev: dict) -> None:
+        """The episode's VLM calls: those naming its instruction (RoleNode.record), heard before or
+        after this node took the task; the end's result gives their count (the console shows it)."""
         if ev.get("kind") == "vlm_call":
-            self.vlm["calls"] += 1
-            self.vlm["s"] += float(ev.get("latency_s", 0.0) or 0.0)
+            while len(self.vlm) >= 8 and ev.get("instruction") not in self.vlm:
+                self.vlm.pop(next(iter(self.vlm)))
+            c = self.vlm.setdefault(str(ev.get("instruction", "")), {"calls": 0, "s": 0.0})
+            c["calls"] += 1
+            c["s"] += float(ev.get("latency_s", 0.0) or 0.0)
+
+    def _calls(self) -> tuple[int, float]:
+        c = self.vlm.get(self.instruction) or {"calls": 0, "s": 0.0}
+        return c["calls"], c["s"]
 
     def on_task(self, msg: dict) -> None:
         component = ExecutorComponent(Executor(self.brain, self.record), self.cfg, self.prompt_ctx, self.say)
@@ -246,7 +263,7 @@ class ExecutorNode(RoleNode):
             unfit=lambda: getattr(self.brain, "unfit", "") or "", hold=self._paused,
             review=lambda batch: review_batch(self.operator, batch, self.record, self.say, lambda: self.closing),
             rejection=lambda batch, note: operator_rejection(batch, note, self.cache.state or {}),
-            vlm=lambda: (self.vlm["calls"], self.vlm["s"]), say=self.say,
+            vlm=self._calls, say=self.say,
             brain=getattr(self.brain, "name", "?"), privileged=bool(getattr(self.brain, "privileged", False))))
         self.send("episode", {"event": "start", "instruction": self.instruction,
                               "brain": getattr(self.brain, "name", "?"),

@@ -340,3 +340,22 @@ def test_the_pages_vlm_count_is_the_summarys_episode_after_episode(console, tmp_
         recorded = written_events(run_dir / "events.jsonl", "vlm_call")
         assert s["vlm_calls"] == len(recorded) > 0
         assert host.session.view.state()["vlm_totals"]["calls"] == s["vlm_calls"], n
+
+
+def test_over_ros_a_call_counts_for_the_episode_it_names_and_the_end_gives_the_count():
+    """Issue 36 over ROS 2: calls come on /motormind/events in no fixed order with the episode's start
+    and end. A call naming the next episode's instruction before that start counts for it; one after
+    the end does not change the count the end's record gave."""
+    from motormind.console.view import ConsoleView
+    v = ConsoleView()
+    v.on_event({"kind": "episode_start", "instruction": "a"})
+    v.on_event({"kind": "vlm_call", "instruction": "a", "role": "planner"})
+    v.on_event({"kind": "vlm_call", "instruction": "b", "role": "planner"})      # the next episode's, early
+    assert v.state()["vlm_totals"]["calls"] == 1
+    v.on_event({"kind": "episode_end", "outcome": "success", "vlm_calls": 1})
+    v.on_event({"kind": "vlm_call", "instruction": "a", "role": "memory"})       # after the end
+    assert v.state()["vlm_totals"]["calls"] == 1
+    v.on_event({"kind": "episode_start", "instruction": "b"})
+    v.on_event({"kind": "vlm_call", "instruction": "b", "role": "executor"})
+    assert v.state()["vlm_totals"]["calls"] == 2
+    assert len(v.state()["vlm"]) == 4                                             # every call is in the log

@@ -94,6 +94,18 @@ def console(tmp_path_factory):
     assert not t.is_alive() and not launcher.pids()
 
 
+def assert_one_count(c, pr, end, instruction):
+    """Issue 36: one count of VLM calls. The console shows the episode's count as its record gives it
+    (the end's result, on /motormind/episode in the recorder's MCAP), and it is the number of calls on
+    /motormind/events that name the episode (the Executor's and the console's counts are of the same
+    calls, whatever order the topics deliver them in)."""
+    st = c.wait(lambda s: s["episode"].get("status") == "ended", 10, "the episode's end")
+    calls = [m for m in pr.msgs["events"] if m.get("kind") == "vlm_call" and m.get("instruction") == instruction]
+    n = end["result"]["vlm_calls"]
+    assert st["vlm_totals"]["calls"] == n == len(calls) > 0, (st["vlm_totals"], n, len(calls))
+    assert {m["role"] for m in calls} >= {"planner", "executor", "verifier"}
+
+
 def test_state_and_frames_from_the_topics_and_no_token_no_control(console):
     c = console
     st = c.state()
@@ -214,6 +226,7 @@ def test_instruction_approval_and_verifier_takeover_across_processes(console):
     assert st["plan"] and st["plan"][0]["id"] == "s1" and st["plan"][0]["status"] == "achieved", timeline
     assert [b["status"] for b in st["batches"] if b["batch_id"] in ("b1", "b2")] == ["done", "rejected"], timeline
     assert st["verdicts"][0]["brain"] == "operator"
+    assert_one_count(c, pr, end, "reach up a little")
     # every operator action, taken or refused, is on /motormind/events with its time (the recorder keeps it)
     acts = [m for m in pr.msgs["events"] if m.get("kind") == "operator_action"]
     seen = {(m["action"], m["ok"]) for m in acts}
@@ -257,3 +270,4 @@ def test_pause_while_a_batch_awaits_approval_parks_and_a_jog_moves_the_arm(conso
     assert c.act("approval", {"on": False})[0] == 200                            # the rest runs unreviewed
     end = pr.wait_for("episode", lambda m: m.get("event") == "end", timeout=20, start=n0["episode"])
     assert end["result"]["success"], end
+    assert_one_count(c, pr, end, "reach up once more")      # this episode's calls, not the session's
