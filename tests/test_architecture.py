@@ -208,8 +208,6 @@ UPWARD = {
                                                        "interference) inside episode/ (issue 35: one way to open "
                                                        "an episode)",
     ("motormind/episode/run.py", "motormind.evaluate"): "the same: the outside hand of interference",
-    ("sim/xarm_cell/emulator.py", "motormind.serve"): "the privileged scene channel, opened only when a privileged "
-                                                      "port is asked for",
     ("sim/xarm_cell/trials.py", "motormind.brains"): "trials.py is an evaluation driver kept in sim/ (issue 35 moves "
                                                      "it under evaluate/)",
     ("sim/xarm_cell/trials.py", "motormind.components"): "the same evaluation driver (issue 35)",

@@ -108,7 +108,7 @@ def _serve(args) -> int:
         except ConfigError as e:
             raise ConfigError(f"--profile: {e}") from None
         if args.scene:
-            from .scene_channel import RemoteScene, SceneChannelError
+            from motormind.sim.scene_channel import RemoteScene, SceneChannelError
             from .server import SceneOracle
             scene = RemoteScene(args.scene)
             try:

@@ -268,7 +268,7 @@ class SnapshotOracle:
 
 class SceneOracle:
     """ONE OracleBrain for every client, reading one live PRIVILEGED scene (``RemoteScene``: a
-    simulator's evaluator-only channel, motormind/serve/scene_channel.py). One scene is one
+    simulator's evaluator-only channel, sim/scene_channel.py). One scene is one
     episode: the ROS 2 role nodes are separate clients (sessions) of the same episode, and the
     Executor and Verifier must know the subgoals the Planner made. The clients send only their
     context (``send_context: true``), never a scene."""

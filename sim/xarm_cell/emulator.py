@@ -20,7 +20,7 @@ MuJoCo model (sim/xarm_cell/model.py) instead of an ideal one:
   16-bit PNG in mm beside it (sim/xarm_cell/cameras.py);
 * the PRIVILEGED scene (``emulator.scene``: goal, predicates, the oracle's world, the outside hand)
   is for the evaluator in this process, and for another process only through the evaluator-only
-  HTTP channel (``privileged_port``; motormind/serve/scene_channel.py).
+  HTTP channel (``privileged_port``; sim/scene_channel.py).
 
 Units on the wire as in the kinematic emulator (mm, rad, pulses); the physics in metres.
 """
@@ -105,7 +105,7 @@ class CellEmulator(XArmEmulator):
                 from .cameras import CameraServer
                 self.cameras = CameraServer(self, self.host, self.camera_port, self._allow_hosts).start()
             if self.privileged_port is not None:
-                from motormind.serve.scene_channel import SceneServer
+                from ..scene_channel import SceneServer
                 self.channel = SceneServer(self.scene, self.host, self.privileged_port).start()
         except BaseException:
             self.stop()

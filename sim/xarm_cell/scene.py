@@ -7,7 +7,7 @@ and rotations; static boxes; ground_z; finger_contacts; no articulations or regi
 ``success()``, ``placement_error_mm()`` and ``move_object()`` (the outside hand, for interference).
 It lives in the emulator's process and reads the physics under the emulator's lock; the xArm6
 backend and the roles only ever see the controller's wire protocol and the camera streams. Another
-process reaches it through the evaluator-only HTTP channel (motormind/serve/scene_channel.py).
+process reaches it through the evaluator-only HTTP channel (sim/scene_channel.py).
 
 ``draw_trial(cfg, seed)`` is one seeded trial: a layout (every block and mark at a drawn place),
 which block goes on which mark, and the instruction. Units: metres, base frame.

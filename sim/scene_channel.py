@@ -28,8 +28,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import MotorMindError
-from ..webserver import Disconnected, Guard, HttpError, HttpServer, decode_body, read_body, served_names
+from motormind.errors import MotorMindError
+from motormind.webserver import Disconnected, Guard, HttpError, HttpServer, decode_body, read_body, served_names
 
 PREFIX = "/privileged"
 MAX_BODY = 4096
