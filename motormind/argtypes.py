@@ -8,6 +8,7 @@ that names the argument and the limit, exit status 2, before anything is built.
     positive      a finite number > 0 (a rate)
     non_negative  a finite number >= 0 (a rate where 0 means off)
     positive_int  an integer >= 1 (a size, a count)
+    rollout_hz    a rollout video's frames per second of a clock, > 0 and at most ROLLOUT_HZ_MAX
     out_dir       a path that is a directory or does not exist yet (not a file)
     interference  WHAT@WHEN (fetched|target|bystander @ reach|carry|between) or off
     shift_mm      LO-HI millimetres within 0..250, returned in metres
@@ -158,6 +159,16 @@ def positive_int(text: str) -> int:
     v = _integer(text)
     if v < 1:
         raise argparse.ArgumentTypeError(f"{v}: must be 1 or more")
+    return v
+
+
+ROLLOUT_HZ_MAX = 30.0     # each frame renders every camera on the episode's machine
+
+
+def rollout_hz(text: str) -> float:
+    v = positive(text)
+    if v > ROLLOUT_HZ_MAX:
+        raise argparse.ArgumentTypeError(f"{v:g} Hz: at most {ROLLOUT_HZ_MAX:g} Hz (each frame renders every camera)")
     return v
 
 

@@ -4,9 +4,9 @@
     RUN_DIR/summary.json        outcome, budgets, timings, VLM call totals, simulator versions
     RUN_DIR/contact_sheet.png   frames captured whenever a role looked, labelled
     RUN_DIR/video.webm          the same frames as a short video (video.mp4 where OpenCV can write H.264)
-    RUN_DIR/rollout.webm        with --videos: the rollout, every camera side by side, at the control
-                                rate or a stated fraction of it (rollout.json says which; rollout.mp4
-                                where OpenCV can write H.264)
+    RUN_DIR/rollout.webm        with --videos: the rollout, every camera side by side, at the control rate
+                                or a stated fraction (a real-time arm: a stated rate of its emulator's
+                                clock); rollout.json says which (rollout.mp4 where OpenCV writes H.264)
     RUN_DIR/episode.html        with --videos: the episode on one page (evaluate/episode_page.py)
 
 Writing is thread-safe and every line is flushed as it is written, so a crashed run keeps
@@ -321,18 +321,79 @@ class Rollout:
         """The rollout video (``write_video``: rollout.mp4 or rollout.webm) and rollout.json: frames,
         steps, fps, the fraction, the file."""
         self.detach()
-        d = Path(run_dir)
-        info = {"frames": len(self.frames), "control_steps": self.steps, "every": self.every,
-                "control_hz": self.control_hz, "fps": round(self.control_hz / self.every, 3),
-                "rate": "the control rate" if self.every == 1 else f"1/{self.every} of the control rate",
-                **({"note": self.note} if self.note else {})}
-        if self.frames:
-            h, w = self.frames[0].shape[:2]
-            vp = write_video(d / "rollout", self.frames, info["fps"], (w, h))
-            if vp is not None:
-                info["video"] = str(vp)
-            else:
-                info["note"] = "this OpenCV writes no video a browser plays (" + \
-                    ", ".join(f"{c} {e}" for c, e in VIDEO_FORMATS) + ")"
-        (d / "rollout.json").write_text(json.dumps(info, indent=1))
-        return info
+        return _write_rollout(run_dir, self.frames, {
+            "frames": len(self.frames), "control_steps": self.steps, "every": self.every,
+            "control_hz": self.control_hz, "fps": round(self.control_hz / self.every, 3),
+            "rate": "the control rate" if self.every == 1 else f"1/{self.every} of the control rate",
+            **({"note": self.note} if self.note else {})})
+
+
+def _write_rollout(run_dir: str | Path, frames: list, info: dict) -> dict:
+    """``frames`` as RUN_DIR/rollout.webm (or .mp4) at ``info["fps"]``, and ``info`` as rollout.json."""
+    d = Path(run_dir)
+    if frames:
+        h, w = frames[0].shape[:2]
+        vp = write_video(d / "rollout", frames, info["fps"], (w, h))
+        if vp is not None:
+            info["video"] = str(vp)
+        else:
+            info["note"] = "this OpenCV writes no video a browser plays (" + \
+                ", ".join(f"{c} {e}" for c, e in VIDEO_FORMATS) + ")"
+    (d / "rollout.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+class ClockRollout:
+    """A rollout video for a robot with no control steps to hook (the xArm6: a real-time arm): a frame
+    every ``1/hz`` s of ``clock`` (the cell emulator's simulated time) by ``grab()`` on a thread of its
+    own. Frame k shows ``t0 + k/hz``: S clock seconds give ``floor(S * hz) + 1`` frames, played at
+    ``hz`` fps. A frame due while the previous one was taken repeats the newest picture (``late``
+    counts them). ``grab.close()``, if any, runs on that thread (a GL context is its maker's)."""
+    POLL_S = 0.005
+
+    def __init__(self, grab, clock, hz: float, what: str = "the clock"):
+        if not float(hz) > 0:
+            raise ValueError(f"rollout hz: frames per second of the clock, above 0, got {hz}")
+        self.grab, self.clock, self.hz, self.what = grab, clock, float(hz), what
+        self.frames: list[np.ndarray] = []
+        self.late, self.t0, self.t1, self.note = 0, None, None, ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def attach(self) -> "ClockRollout":
+        self.t0 = float(self.clock())
+        self._thread = threading.Thread(target=self._run, name="rollout", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                due = int((float(self.clock()) - self.t0) * self.hz + 1e-9) + 1
+                if due <= len(self.frames):
+                    self._stop.wait(self.POLL_S)
+                    continue
+                img = np.asarray(self.grab())
+                self.late += due - len(self.frames) - 1
+                self.frames += [img] * (due - len(self.frames))
+        except Exception as e:  # noqa: BLE001 - a rollout that cannot render says why; the episode goes on
+            self.note = f"the rollout stopped: {type(e).__name__}: {e}"
+        finally:
+            close = getattr(self.grab, "close", None)
+            if close is not None:
+                close()
+
+    def detach(self) -> None:
+        t, self._thread = self._thread, None
+        if t is not None:
+            self._stop.set()
+            t.join(10.0)
+            self.t1 = float(self.clock())
+
+    def write(self, run_dir: str | Path) -> dict:
+        """rollout.webm (or .mp4) at ``hz`` fps and rollout.json: frames, the rate, the span filmed."""
+        self.detach()
+        return _write_rollout(run_dir, self.frames, {
+            "frames": len(self.frames), "hz": self.hz, "fps": self.hz, "clock": self.what,
+            "span_s": round((self.t1 or self.t0 or 0.0) - (self.t0 or 0.0), 3), "late": self.late,
+            "rate": f"{self.hz:g} Hz of {self.what}", **({"note": self.note} if self.note else {})})

@@ -72,10 +72,10 @@ def _line(ev: dict) -> tuple[str, str, str] | None:
     return None
 
 
-def page(run_dir: str | Path) -> str:
+def page(run_dir: str | Path, summary: dict | None = None) -> str:
     d = Path(run_dir)
     try:
-        s = json.loads((d / "summary.json").read_text())
+        s = summary if summary is not None else json.loads((d / "summary.json").read_text())
     except (OSError, ValueError):
         s = {}
     events = _events(d)
@@ -84,7 +84,8 @@ def page(run_dir: str | Path) -> str:
             f"<p><b>{_e(s.get('instruction', ''))}</b></p>"]
     facts = [("brain", f"{s.get('brain', '')}" + (" (PRIVILEGED simulator state)" if s.get("privileged") else "")),
              ("outcome", f"{'SUCCESS' if s.get('success') else 'FAILURE'}: {s.get('outcome', '')} - {s.get('reason', '')}"),
-             ("steps", f"{s.get('steps', '')} / {s.get('step_budget', '')}"),
+             ("steps", f"{s.get('steps', '')} / {s.get('step_budget', '')}" if s.get("step_budget") is not None
+              else "none counted (a real-time arm)"),
              ("batches / replans", f"{s.get('batches', '')} / {s.get('replans', '')}"),
              ("time s (VLM / motion / overhead)", f"{s.get('wall_s', '')} ({s.get('vlm_s', '')} / "
                                                   f"{s.get('motion_s', '')} / {s.get('overhead_s', '')})"),
@@ -101,9 +102,14 @@ def page(run_dir: str | Path) -> str:
     ro = s.get("rollout") or {}
     video = video_file(d, "rollout")
     if video is not None:
-        body.append(f"<h2>Rollout</h2><p>{ro.get('frames', '?')} frames, one every {ro.get('every', '?')} control "
-                    f"step(s) of {ro.get('control_steps', '?')} ({_e(ro.get('rate', ''))}, {ro.get('fps', '?')} fps)."
-                    f"</p><video src='{_e(video.name)}' controls muted loop></video>")
+        if "hz" in ro:                              # a real-time arm: frames at a rate of the emulator's clock
+            what = (f"{ro.get('frames', '?')} frames at {_e(ro.get('rate', ''))} over {ro.get('span_s', '?')} s of it"
+                    + (f" ({ro['late']} repeated: rendering fell behind)" if ro.get("late") else ""))
+        else:
+            what = (f"{ro.get('frames', '?')} frames, one every {ro.get('every', '?')} control step(s) of "
+                    f"{ro.get('control_steps', '?')} ({_e(ro.get('rate', ''))})")
+        body.append(f"<h2>Rollout</h2><p>{what}, played at {ro.get('fps', '?')} fps.</p>"
+                    f"<video src='{_e(video.name)}' controls muted loop></video>")
     elif ro.get("note"):
         body.append(f"<h2>Rollout</h2><p>{_e(ro['note'])}</p>")
     if (d / "contact_sheet.png").exists():
@@ -132,7 +138,9 @@ def page(run_dir: str | Path) -> str:
             + "\n".join(body) + "</body>")
 
 
-def write_page(run_dir: str | Path) -> Path:
+def write_page(run_dir: str | Path, summary: dict | None = None) -> Path:
+    """RUN_DIR/episode.html; ``summary``: the page's facts where the record has no summary.json (an
+    xArm6 trial's report row, sim/xarm_cell/trials.py)."""
     p = Path(run_dir) / "episode.html"
-    p.write_text(page(run_dir))
+    p.write_text(page(run_dir, summary))
     return p

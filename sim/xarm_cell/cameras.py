@@ -81,6 +81,54 @@ def render_rgbd(renderer, model) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(np.flipud(rgb)), np.ascontiguousarray(np.flipud(depth))
 
 
+def scene_now(emu, rd) -> None:
+    """The simulation's state now into ``rd`` (a MjData of the cell's model) for rendering:
+    kinematics only (a picture needs no contacts: about 20 us), under the emulator's lock so that no
+    MuJoCo call on this thread overlaps the physics thread's mj_step."""
+    import mujoco
+    model = emu.physics.model
+    with emu._lock:
+        st = emu.physics.state()
+        rd.qpos[:] = st["qpos"]
+        rd.mocap_pos[:] = st["mocap_pos"]
+        rd.mocap_quat[:] = st["mocap_quat"]
+        mujoco.mj_kinematics(model, rd)
+        mujoco.mj_camlight(model, rd)
+
+
+class RolloutFrames:
+    """``grab()``: every camera of the cell rendered now, ``px`` high, side by side (RGB), for a rollout
+    video (``motormind.record.ClockRollout``: ``motormind trials xarm6 --videos HZ``). Rendered from the
+    simulation's state like the served frames (``scene_now``) but on the caller's thread and GL context,
+    made at the first grab; ``close()`` on that thread."""
+
+    def __init__(self, emu, px: int = 128):
+        self.emu, self.px = emu, int(px)
+        self._rd = self._renderers = None
+
+    def __call__(self) -> np.ndarray:
+        import mujoco
+        model = self.emu.physics.model
+        if self._renderers is None:
+            self._rd = mujoco.MjData(model)
+            self._renderers = {n: mujoco.Renderer(model, self.px, max(2, round(c.width * self.px / c.height / 2) * 2))
+                               for n, c in self.emu.cell.cameras.items()}
+        scene_now(self.emu, self._rd)
+        tiles = []
+        for name, r in self._renderers.items():
+            r.update_scene(self._rd, camera=name)
+            tiles.append(r.render())
+        return np.concatenate(tiles, axis=1)
+
+    def close(self) -> None:
+        for r in (self._renderers or {}).values():
+            try:
+                r.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._renderers = None
+
+
 class CameraServer:
     """Renders ``emulator``'s cameras and serves them on ``host:port`` (0: a free port)."""
 
@@ -131,8 +179,7 @@ class CameraServer:
         try:
             import cv2
             import mujoco
-            ph = self.emu.physics
-            model = ph.model
+            model = self.emu.physics.model
             rd = mujoco.MjData(model)
             renderers = {n: mujoco.Renderer(model, f.spec.height, f.spec.width) for n, f in self.feeds.items()}
         except BaseException as e:  # noqa: BLE001 - a missing GL is reported on every request
@@ -147,15 +194,7 @@ class CameraServer:
                     with self._cond:
                         self._cond.wait(0.02)
                     continue
-                # kinematics only (a picture needs no contacts: about 20 us), under the emulator's
-                # lock so that no MuJoCo call on this thread overlaps the physics thread's mj_step
-                with self.emu._lock:
-                    st = ph.state()
-                    rd.qpos[:] = st["qpos"]
-                    rd.mocap_pos[:] = st["mocap_pos"]
-                    rd.mocap_quat[:] = st["mocap_quat"]
-                    mujoco.mj_kinematics(model, rd)
-                    mujoco.mj_camlight(model, rd)
+                scene_now(self.emu, rd)
                 for f in due:
                     r = renderers[f.spec.name]
                     r.update_scene(rd, camera=f.spec.name)

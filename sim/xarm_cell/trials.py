@@ -17,7 +17,7 @@ Reported per condition: successes with a 95% Wilson interval, the placement erro
 centre from the mark's centre in the table plane) over successful trials, episode time (s), and
 the outcomes; and the emulator's real-time factor (simulated / wall time; and its capacity,
 simulated time per second spent stepping the physics). Written to OUT/summary.json, one folder per
-trial with its events.jsonl, and printed.
+trial with its events.jsonl (with ``--videos HZ`` its rollout and episode page too), and printed.
 """
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ class TrialResult:
     fault: str = ""
     trial: dict = field(default_factory=dict)
     interference_measures: dict | None = None   # evaluate/interference.py InterferenceProbe (ms; no steps here)
+    sim_s: float | None = None        # the episode on the emulator's clock (simulated seconds)
+    rollout: dict | None = None       # --videos: rollout.json (record.py ClockRollout)
 
 
 def _pct(xs, q):
@@ -111,7 +113,7 @@ def trial_brain(brain: str, vlm: str | None, vlm_set, scene, robot, prof, rec):
 def run_trials(scene: str = "placement", n: int = 40, interference: str = "both", seed: int = 0,
                out: str | Path | None = None, profile: str = "xarm6", brain: str = "oracle", vlm: str | None = None,
                vlm_set=(), images: bool = False, wall_budget_s: float = 300.0, report_hz: float = 5.0,
-               progress=None) -> dict:
+               progress=None, videos: float = 0.0) -> dict:
     from motormind.components import EpisodeConfig
     from motormind.evaluate.interference import InterferencePlan, InterferenceProbe, Interferer
     from motormind.profile import load_profile
@@ -163,7 +165,8 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                                      on_event=lambda ev, rec=rec: rec("interference", **ev.to_json()),
                                      ok=_spot_check(prof, cfg.table_top_z_m + 0.03, emu))
                     runner.controller_listeners.append(itf.on_controller_event)
-                t0 = time.monotonic()
+                film = _film(emu, videos)
+                t0, sim_t0 = time.monotonic(), emu.physics.sim_time_s
                 fault = ""
                 try:
                     res = runner.run()
@@ -173,6 +176,7 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                 finally:
                     if brain != "oracle":
                         b.close()
+                sim_s = emu.physics.sim_time_s - sim_t0
                 err = emu.scene.placement_error_mm()
                 ok = emu.scene.success()
                 r = TrialResult(s, cond, trial.instruction, ok, str(res.outcome) if res else "crash",
@@ -181,6 +185,7 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                                 getattr(b, "name", brain), bool(getattr(b, "privileged", False)),
                                 itf.event.to_json() if itf and itf.event else None, itf.missed if itf else "",
                                 fault or (str(robot.fault) if robot.fault else ""), trial.to_json())
+                r.sim_s, r.rollout = round(sim_s, 3), film.write(run_dir) if film else None
                 rec("trial_end", **{k: v for k, v in asdict(r).items() if k != "trial"})
                 if probe is not None:
                     r.interference_measures = probe.measures(ok)
@@ -210,10 +215,25 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
     (root / "summary.json").write_text(json.dumps(summary, indent=1))
     from motormind.evaluate.provenance import stamp
     from motormind.evaluate.report import write_reports
-    summary["reports"] = write_reports(report_rows(results, cfg.name, root), root,
-                                       f"xArm6 placement trials: {cfg.name}", stamp())
+    rows = report_rows(results, cfg.name, root)
+    if videos:                               # a page per trial, linked from the report's episode lines
+        from motormind.evaluate.episode_page import write_page
+        for row, r in zip(rows, results):
+            write_page(row["run_dir"], {**row, "wall_s": r.episode_s, "rollout": r.rollout})
+    summary["reports"] = write_reports(rows, root, f"xArm6 placement trials: {cfg.name}", stamp())
     summary["out"] = str(root)
     return summary
+
+
+def _film(emu, hz: float):
+    """--videos HZ: the trial's rollout, a frame of every camera each 1/HZ s of the emulator's clock
+    (the xArm6 backend has no control steps to hook; sim/xarm_cell/cameras.py RolloutFrames)."""
+    if not hz:
+        return None
+    from motormind.record import ClockRollout
+
+    from .cameras import RolloutFrames
+    return ClockRollout(RolloutFrames(emu), lambda: emu.physics.sim_time_s, hz, "the emulator's clock").attach()
 
 
 def report_rows(results: list[TrialResult], scene: str, root: Path) -> list[dict]:
@@ -273,7 +293,7 @@ def format_summary(s: dict) -> str:
 
 
 def register(sub) -> None:
-    from motormind.argtypes import non_negative_int, positive, positive_int, seconds
+    from motormind.argtypes import non_negative_int, positive, positive_int, rollout_hz, seconds
     p = sub.add_parser("trials", help="placement trials on the xArm6 rehearsal cell through the real xArm6 backend",
                        description="Run N placement episodes on the physics-backed xArm6 emulator (a scene of "
                                    "configs/cells/) through the unmodified SDK, with and without interference; "
@@ -292,6 +312,11 @@ def register(sub) -> None:
     p.add_argument("--profile", default="xarm6", help="robot profile (configs/robots/)")
     p.add_argument("--wall-budget", type=seconds, default=300.0, help="per episode, seconds")
     p.add_argument("--report-hz", type=positive, default=5.0, help="the emulator's report rate (the real arm: 5)")
+    p.add_argument("--videos", nargs="?", type=rollout_hz, const=10.0, default=0.0, metavar="HZ",
+                   help="per trial: a rollout video (every camera side by side, a frame every 1/HZ s of the "
+                        "emulator's simulated clock, played at HZ fps; 10 Hz when given without a number; the "
+                        "real-time arm has no control steps to count) and an episode page (episode.html) linked "
+                        "from the report; default: none")
     p.add_argument("--out", default=None, help="output directory (default runs/trials_<time>_<scene>)")
     p.set_defaults(fn=_main)
 
@@ -305,7 +330,7 @@ def _main(a) -> int:
         checked_vlm_config(a.vlm, a.vlm_set)
     try:
         s = run_trials(a.scene, a.trials, a.interference, a.seed, a.out, a.profile, a.brain, a.vlm, a.vlm_set,
-                       a.images or a.brain == "openai", a.wall_budget, a.report_hz)
+                       a.images or a.brain == "openai", a.wall_budget, a.report_hz, videos=a.videos)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     print(format_summary(s))

@@ -300,3 +300,37 @@ def test_trials_with_interference_record_the_event_and_no_prompt_holds_it(tmp_pa
     if r["success"]:                                   # judged from physics: the block is on its mark
         assert r["placement_error_mm"] < 37.5 and r["outcome"] == "success"
     assert json.loads((tmp_path / "summary.json").read_text())["trials"] == 1
+
+
+def test_trials_with_videos_film_each_trial_at_the_stated_rate_of_the_emulators_clock(tmp_path):
+    """Issue 36: `trials xarm6 --videos HZ` writes each trial's rollout (every camera side by side, a
+    frame every 1/HZ s of the emulator's simulated clock: the real-time arm has no control steps),
+    linked from the report's episode line and the trial's episode page."""
+    import cv2
+    out = tmp_path / "trials"
+    cmd = [sys.executable, "-m", "motormind.cli", "trials", "xarm6", "-n", "1", "--interference", "off",
+           "--seed", "1", "--out", str(out)]
+    bad = subprocess.run(cmd + ["--videos", "100"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "motormind trials: error: argument --videos: 100 Hz: at most 30 Hz (each frame renders every camera) "
+        "(see motormind trials --help)"]
+    p = subprocess.run(cmd + ["--videos", "5"], capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (r,) = json.loads((out / "summary.json").read_text())["results"]
+    run_dir = out / "t001_off"
+    video = run_dir / r["rollout"]["video"].rsplit("/", 1)[-1]
+    assert video.exists() and video.suffix in (".webm", ".mp4")
+    cap, frames = cv2.VideoCapture(str(video)), 0
+    while cap.read()[0]:
+        frames += 1
+    # the trial's own span on the emulator's clock (measured by the trial, not by the film): a frame at
+    # its start, then one every 0.2 s
+    assert abs(frames - (r["sim_s"] * 5 + 1)) <= 2, (frames, r["sim_s"], r["rollout"])
+    assert r["rollout"]["frames"] == frames and r["rollout"]["rate"] == "5 Hz of the emulator's clock"
+    assert cap.get(cv2.CAP_PROP_FPS) == pytest.approx(5.0, abs=0.01)
+    report = (out / "report.html").read_text()
+    assert f"<a href='t001_off/{video.name}'>rollout</a>" in report
+    assert "<a href='t001_off/episode.html'>episode</a>" in report
+    page = (run_dir / "episode.html").read_text()
+    assert f"<video src='{video.name}' controls muted loop></video>" in page
+    assert f"{frames} frames at 5 Hz of the emulator&#x27;s clock" in page
