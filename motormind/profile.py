@@ -107,6 +107,25 @@ class Safety:
 
 
 @dataclass(frozen=True)
+class Reach:
+    """How far the arm reaches comfortably: the wrist flange at most ``radius_mm`` from the shoulder,
+    with the tool pointing down the flange ``flange_above_grip_mm`` above the grip point. Planners that
+    choose where to grasp weigh it (the oracle: motormind/brains/oracle/tuning.py); the Controller
+    does not (the workspace box is its bound)."""
+    shoulder_mm: tuple[float, ...] | None = None                        # the shoulder's centre, base frame: x, y, z
+    radius_mm: float | None = field(default=None, metadata={"gt": 0})   # the flange's comfortable distance from it
+    flange_above_grip_mm: float | None = field(default=None, metadata={"ge": 0})   # the flange over a top-down grip
+
+    def __post_init__(self) -> None:
+        for name, why in (("shoulder_mm", "[x, y, z] mm, base frame"), ("radius_mm", "mm from the shoulder"),
+                          ("flange_above_grip_mm", "mm")):
+            if getattr(self, name) is None:
+                raise ConfigError(f"{name}: missing ({why})")
+        if len(self.shoulder_mm) != 3:
+            raise ConfigError(f"shoulder_mm: must be [x, y, z] mm, got {list(self.shoulder_mm)!r}")
+
+
+@dataclass(frozen=True)
 class Limits:
     max_move_mm: float
     min_move_mm: float
@@ -161,6 +180,7 @@ class RobotProfile:
     finger_length_mm: float | None = None   # the fingers' length, palm to tips (None: not stated); prompts say it
     tip_past_grip_mm: float | None = None   # the fingertips' ends reach this far past the grip point, along the
                                             # fingers (None: not stated)
+    reach: Reach | None = None    # the arm's comfortable reach (None: not stated; the oracle needs it)
 
     def in_workspace(self, pos_mm) -> list[str]:
         """The workspace limits that ``pos_mm`` (base frame) violates, e.g. ['z=-45.0 < -40.0']; a
@@ -203,6 +223,7 @@ class RobotProfile:
 _SECTIONS = {         # section -> its keys (None: free-form); every section but the _OPTIONAL ones is required
     "name": None, "description": None, "backends": None,
     "safety": tuple(f for f in Safety.__dataclass_fields__),
+    "reach": tuple(f for f in Reach.__dataclass_fields__),
     "cameras": None,  # camera name -> its view (motormind/views.py checks each)
     "limits": ("max_move_mm", "min_move_mm", "max_rotate_deg", "min_rotate_deg", "max_wait_s", "max_batch",
                "guarded_moves"),
@@ -215,7 +236,7 @@ _SECTIONS = {         # section -> its keys (None: free-form); every section but
                    "blend_mm", "blend_deg", "blend_fraction", "no_progress_steps", "no_progress_mm"),
     "control": ("period_s",),
 }
-_OPTIONAL = ("description", "safety", "cameras", "backends")
+_OPTIONAL = ("description", "safety", "cameras", "backends", "reach")
 
 
 class _Reader:
@@ -375,6 +396,8 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
               "continue_mm")
     safety = from_mapping(Safety, r.section(d, "safety"), source or "profile", "safety") \
         if d.get("safety") is not None else None
+    reach = from_mapping(Reach, r.section(d, "reach"), source or "profile", "reach") \
+        if d.get("reach") is not None else None
     backends = d.get("backends") or []
     from .backends import ROBOTS
     if not isinstance(backends, list) or any(b not in ROBOTS for b in backends):
@@ -388,7 +411,7 @@ def profile_from_dict(d: dict, source: str = "") -> RobotProfile:
         move_mm_s=r.num(speeds, "move_mm_s", "speeds"), rotate_deg_s=r.num(speeds, "rotate_deg_s", "speeds"),
         tolerances=tolerances, period_s=r.num(r.section(d, "control"), "period_s", "control"),
         max_tilt_deg=max_tilt, safety=safety, source=source, cameras=ReadOnly(views), backends=tuple(backends),
-        finger_length_mm=finger_len, tip_past_grip_mm=tip_past)
+        finger_length_mm=finger_len, tip_past_grip_mm=tip_past, reach=reach)
 
 
 def load_profile(name_or_path: str | Path) -> RobotProfile:

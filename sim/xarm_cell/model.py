@@ -17,7 +17,7 @@ the fingers stop on it and squeeze with ``gripper.force_n``. Lengths in the flan
     fingers  0.115 .. 0.182 along z (the tips), 0.010 thick (y), +-0.010 wide (x), gap 0 .. 0.085
     TCP      0.172: 10 mm above the fingertips, between them (the xarm6 profile's safety.tcp_offset_mm)
 
-That is inside the oracle's gripper model (motormind/brains/oracle/world.py, measured on the Panda:
+That is inside the oracle's gripper model (motormind/brains/oracle/tuning.py, measured on the Panda:
 hand +-0.105 along the finger axis, fingers 0.025 thick, tips 10 mm below the grip site), so its
 clearance checks are conservative here; see docs/xarm-cell.md for the TCP offset's yaw.
 

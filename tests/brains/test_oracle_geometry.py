@@ -10,11 +10,13 @@ import pytest
 from motormind.brains.oracle import articulated as art
 from motormind.brains.oracle import pickplace as pp
 from motormind.brains.oracle.motion import clear_along, path_commands, route
+from motormind.brains.oracle.tuning import hand_for
 from motormind.brains.oracle.world import Boxes, World, gripper_boxes, separation
 from motormind.geometry import axis_angle_to_mat, quat_to_mat, rot_error
 from motormind.profile import load_profile
 
 EYE = [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0]
+PANDA = hand_for(load_profile("libero_panda"))
 
 
 def box(c, half, rot=EYE) -> Boxes:
@@ -39,7 +41,7 @@ def world_data(bodies: dict, regions=None, finger_contacts=None) -> dict:
 
 
 def world(bodies: dict, regions=None) -> World:
-    return World.from_data(world_data(bodies, regions))
+    return World.from_data(world_data(bodies, regions), PANDA)
 
 
 def test_separation_of_oriented_boxes():
@@ -54,18 +56,18 @@ def test_separation_of_oriented_boxes():
 
 
 def test_gripper_model_follows_the_finger_direction():
-    g = gripper_boxes(np.array([0.5, 0.0, 0.2]), math.pi / 2, 0.078)
+    g = gripper_boxes(PANDA, np.array([0.5, 0.0, 0.2]), math.pi / 2, 0.078)
     hand, wrist, f1, f2 = g.c
     assert hand[2] > 0.2 and wrist[2] > hand[2]
     assert abs(f1[0] - 0.5) < 1e-9 and abs(f2[0] - 0.5) < 1e-9            # fingers apart along y
     assert abs(f1[1]) == pytest.approx(0.039 + 0.0125) and f1[1] == -f2[1]
-    g0 = gripper_boxes(np.array([0.5, 0.0, 0.2]), 0.0, 0.02)
+    g0 = gripper_boxes(PANDA, np.array([0.5, 0.0, 0.2]), 0.0, 0.02)
     assert abs(g0.c[2][1]) < 1e-9 and abs(g0.c[2][0] - 0.5) == pytest.approx(0.01 + 0.0125)
 
 
 def test_route_goes_over_what_is_in_the_way_and_straight_when_clear():
     w = world({"block": body([0.55, -0.05, 0.0], [0.65, 0.05, 0.15])})
-    bundle = gripper_boxes(np.zeros(3), math.pi / 2, 0.078)
+    bundle = gripper_boxes(PANDA, np.zeros(3), math.pi / 2, 0.078)
     p0, p1 = np.array([0.45, 0.0, 0.05]), np.array([0.75, 0.0, 0.05])
     assert clear_along(w, p0, p1, bundle, ()) < 0                           # straight through the block
     pts = route(w, p0, p1, bundle, ())
@@ -375,7 +377,7 @@ def test_after_a_stopped_carry_the_release_keeps_the_holding_hand_clear_and_may_
                "cabinet": body([0.5, -0.35, 0.0], [0.8, -0.09, 0.22], kind="fixture"),
                "cheese": body([0.38, 0.18, 0.1], [0.42, 0.22, 0.12])})
     grip = np.array([0.40, 0.20, 0.115])
-    hand = gripper_boxes(grip - w.bodies["cheese"].pos, math.pi / 2, 0.04)
+    hand = gripper_boxes(PANDA, grip - w.bodies["cheese"].pos, math.pi / 2, 0.04)
     plain = pp.place_target(w, "cheese", ["on", "cheese", "bowl"])
     assert plain.spin == 0.0                                                # an On goal is not turned
     assert min(w.clearance(pp.turned(hand, 0.0, plain.origin + [0, 0, dz]), exclude=("cheese",))
@@ -437,3 +439,26 @@ def test_a_push_from_outside_claims_done_only_in_a_batch_that_pushes():
     assert done and len(cmds) < prof.limits.max_batch
     assert min(p[2] for p in pts) < low                                           # fingertips behind it
     assert min(p[1] for p in pts) < 0.10                                          # ... and along the push
+
+
+def test_the_oracle_plans_with_each_robots_own_gripper_and_reach():
+    """The widest gap and the reach come from the robot's profile (the xArm gripper opens 85 mm, the
+    Panda's 78): a 50 mm wide object is straddled with its full margins on the xArm6 only, and a grip
+    point the Panda reaches is beyond the xArm6's comfortable reach."""
+    xarm = hand_for(load_profile("xarm6"))
+    assert PANDA.max_gap_m == 0.078 and PANDA.open_width_mm == 78.0 and xarm.max_gap_m == 0.085
+    box_ = {"box": body([0.5, -0.025, 0.0], [0.55, 0.025, 0.08])}       # 50 mm square
+    gaps = {h.max_gap_m: min(g.gap_m for g in pp.candidates(World.from_data(world_data(box_), h), "box"))
+            for h in (PANDA, xarm)}
+    assert gaps[0.078] == 0.078 and gaps[0.085] == pytest.approx(0.050 + 2 * pp.OPEN_MARGIN_M)
+    far = np.array([0.66, 0.3, 0.0])
+    assert pp.reach_excess(far, PANDA) == 0.0 and pp.reach_excess(far, xarm) > 0.0
+
+
+def test_the_oracle_refuses_a_robot_it_has_no_hand_model_or_reach_for():
+    from motormind.errors import ConfigError
+    with pytest.raises(ConfigError, match="no hand model for robot profile 'fake'"):
+        hand_for(load_profile("fake"))
+    import dataclasses
+    with pytest.raises(ConfigError, match="reach: missing"):
+        hand_for(dataclasses.replace(load_profile("libero_panda"), reach=None))

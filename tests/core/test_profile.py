@@ -140,3 +140,29 @@ def test_a_safety_block_without_a_sound_tcp_offset_does_not_load(tmp_path, key, 
     with pytest.raises(ConfigError) as e:
         load_profile(p)
     assert str(e.value).startswith(f"{p}: ") and text in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("key, value, text", [
+    ("radius_mm", _DELETE, "reach.radius_mm: missing (mm from the shoulder)"),
+    ("radius_mm", 0, "reach.radius_mm: must be > 0, got 0"),
+    ("radius_mm", math.inf, "reach.radius_mm: must be a finite number, got inf"),
+    ("flange_above_grip_mm", -5, "reach.flange_above_grip_mm: must be >= 0, got -5"),
+    ("shoulder_mm", [0, 333], "reach.shoulder_mm: must be [x, y, z] mm, got [0.0, 333.0]"),
+    ("shoulder_mm", [0, 0, "high"], "reach.shoulder_mm[2]: must be a finite number, got 'high'"),
+    ("radius", 765, "reach: unknown key(s) ['radius'] (did you mean 'radius_mm'?)"),
+])
+def test_a_reach_that_is_not_sound_does_not_load(tmp_path, key, value, text):
+    """The arm's comfortable reach (the oracle weighs grasps by it): every number named when wrong."""
+    p = tmp_path / "arm.yaml"
+    p.write_text(yaml.safe_dump(_set(_doc("libero_panda"), f"reach.{key}", value)))
+    with pytest.raises(ConfigError) as e:
+        load_profile(p)
+    assert str(e.value).startswith(f"{p}: ") and text in str(e.value), str(e.value)
+
+
+def test_the_arm_profiles_state_their_reach_and_the_fake_none():
+    panda, xarm = load_profile("libero_panda").reach, load_profile("xarm6").reach
+    assert panda.shoulder_mm == (0.0, 0.0, 333.0) and panda.radius_mm == 765.0 and panda.flange_above_grip_mm == 210.0
+    assert xarm.shoulder_mm == (0.0, 0.0, 267.0)
+    assert xarm.flange_above_grip_mm == load_profile("xarm6").safety.tcp_offset_mm[2]       # the TCP past the flange
+    assert load_profile("fake").reach is None

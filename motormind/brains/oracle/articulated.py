@@ -28,7 +28,7 @@ import numpy as np
 from ...geometry import axis_angle_to_mat, mat_to_rpy, rot_error
 from . import pickplace as pp
 from .motion import clear_along, path_commands, route, rotations
-from .world import FINGERTIP_BELOW_M, HAND_Z, MAX_GAP_M, Articulation, Boxes, World, gripper_boxes, separation
+from .world import Articulation, Boxes, World, gripper_boxes, separation
 
 STANDOFF_M = 0.10          # the tool turns horizontal this far out from the handle
 PUSH_PAST_M = 0.008        # push a drawer this far past its closed position (into its stop)
@@ -53,8 +53,9 @@ SHOVE_COST = 5.0           # ... where no way is clear of the objects, a cell th
 HAND_REACH_M = 0.11        # ... dearer where things that stand up to the hand are this close (the hand is
                            # 21 cm long)
 PUSH_REACH_M = 0.01        # ... and the hand no further than this beyond the arm's comfortable reach
-                           # (pp.REACH_M; measured low over the table the elbow straightens 0.777-0.81 m from
-                           # the shoulder, less straight ahead; dragging a plate the fingers stalled at 0.79)
+                           # (the profile's reach; on the Panda, measured low over the table the elbow straightens
+                           # 0.777-0.81 m from the shoulder, less straight ahead; dragging a plate the fingers
+                           # stalled at 0.79)
 # a drag from inside a well (a plate), measured on LIBERO's plate
 WELL_MIN_M = 0.008         # an object whose top stands this far over the floor under its middle has a well
 WELL_GAP_MAX_M = 0.047     # the fingers open at most this far ...
@@ -238,9 +239,9 @@ def drawer(brain, w: World, pose: pp.Pose, name: str, opening: bool = True):
         cmds += un
         if pose.fraction < 0.95:
             cmds.append({"op": "gripper", "action": "open"})
-        cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+        cmds += rotations("yaw", pp.orient(yaw, pose, w.hand) - pose.yaw, prof)
         turn_at = turning_point(w, pre, down_rot(yaw), r_h)
-        bundle = gripper_boxes(np.zeros(3), yaw, MAX_GAP_M)
+        bundle = gripper_boxes(w.hand, np.zeros(3), yaw, w.hand.max_gap_m)
         cmds += path_commands(pose.grip, route(w, pose.grip, turn_at, bundle, exclude=()), prof)
         fake = pp.Pose(turn_at, yaw, pose.width_mm, 1.0, pose.j7_deg, down_rot(yaw))
         cmds += reorient(fake, r_h, prof)
@@ -275,7 +276,7 @@ def turning_point(w: World, p: np.ndarray, r_from: np.ndarray, r_to: np.ndarray,
         ok = True
         for k in range(steps + 1):
             r = axis_angle_to_mat(axis, ang * k / steps) @ r_from
-            if w.clearance(gripper_boxes(q, 0.0, MAX_GAP_M, rot=r)) < 0.008:
+            if w.clearance(gripper_boxes(w.hand, q, 0.0, w.hand.max_gap_m, rot=r)) < 0.008:
                 ok = False
                 break
         if ok:
@@ -331,13 +332,13 @@ def close(brain, w: World, pose: pp.Pose, name: str):
     if not horizontal:                                # pointing down: to where the tool can turn, turn
         un, pose = untilt(pose, prof)
         cmds += un
-        yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose)   # fingers side by side, across d
+        yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose, w.hand)   # fingers side by side, across d
         r_h = horizontal_rot(d, sep_vertical=False, near_yaw=yaw)
         cmds += rotations("yaw", yaw - pose.yaw, prof)
         if pose.fraction > 0.1:
             cmds.append({"op": "gripper", "action": "close"})
         turn_at = turning_point(w, start, down_rot(yaw), r_h)
-        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+        bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
         cmds += path_commands(pose.grip, route(w, pose.grip, turn_at, bundle, exclude=()), prof)
         fake = pp.Pose(turn_at, yaw, pose.width_mm, 0.0, pose.j7_deg, down_rot(yaw))
         cmds += reorient(fake, r_h, prof)
@@ -366,7 +367,7 @@ def out_of_release(w: World, pose: pp.Pose, prof) -> list[dict]:
     (measured: a bowl dropped into a drawer, closed on and carried off by the push to shut it)."""
     if pose.fraction < 0.1 or pose.tilt > UNTILT_MIN:
         return []
-    fingers = gripper_boxes(pose.grip, pose.yaw, pose.width_mm / 1000.0, hand=False)
+    fingers = gripper_boxes(w.hand, pose.grip, pose.yaw, pose.width_mm / 1000.0, hand=False)
     if not any(b.kind == "object" and len(b.obbs) and separation(fingers, b.obbs) < RELEASE_NEAR_M
                for b in w.bodies.values()):
         return []
@@ -382,10 +383,10 @@ def _close_pointing_down(w: World, pose: pp.Pose, a: Articulation, h: dict, d: n
     if pose.tilt > UNTILT_MIN:
         return None
     hc = np.asarray(h["c"], float)
-    yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose)     # the finger pair across the slide
+    yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose, w.hand)     # the finger pair across the slide
     reach = _half_along(h, d) + FINGER_HALF + 0.006
-    z = float(hc[2]) + FINGERTIP_BELOW_M + 0.004                     # fingertips just under the bar's middle
-    bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+    z = float(hc[2]) + w.hand.model.fingertip_below_m + 0.004      # fingertips just under the bar's middle
+    bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
     excl = (a.body,)                                   # the drawer the fingertips push
 
     def column_clear(at) -> bool:
@@ -445,7 +446,7 @@ def door(brain, w: World, pose: pp.Pose, a: Articulation):
     if pose.fraction > 0.1:
         cmds.append({"op": "gripper", "action": "close"})
     yaw = math.atan2(v[1], v[0]) + math.pi / 2       # the hand's thin side along the push
-    cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+    cmds += rotations("yaw", pp.orient(yaw, pose, w.hand) - pose.yaw, prof)
 
     def point(theta: float) -> np.ndarray:
         rr = axis_angle_to_mat(z_axis, sense * theta)
@@ -454,7 +455,7 @@ def door(brain, w: World, pose: pp.Pose, a: Articulation):
         return np.array([p[0], p[1], z])
 
     start = point(0.0) - v * 0.03
-    bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+    bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
     cmds += path_commands(pose.grip, route(w, pose.grip, start, bundle, exclude=()), prof)
     last, push = start, []
     n = max(2, int(math.ceil(remaining / math.radians(25.0))))
@@ -503,10 +504,11 @@ def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
     cmds += un
     if pose.fraction < 0.95:
         cmds.append({"op": "gripper", "action": "open"})
-    yaw = _orient_for_twist(bar_yaw + math.pi / 2, pose, twist)    # fingers across the bar
+    yaw = _orient_for_twist(bar_yaw + math.pi / 2, pose, twist,       # fingers across the bar
+                            w.hand.model.wrist_limit_deg)
     cmds += rotations("yaw", yaw - pose.yaw, prof)
     pre = grasp + np.array([0.0, 0.0, 0.05])
-    bundle = gripper_boxes(np.zeros(3), yaw, MAX_GAP_M)
+    bundle = gripper_boxes(w.hand, np.zeros(3), yaw, w.hand.max_gap_m)
     cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=()), prof)
     cmds += path_commands(pre, [grasp], prof)
     cmds.append({"op": "gripper", "action": "close"})
@@ -517,15 +519,16 @@ def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
     return cmds[:prof.limits.max_batch], False      # the grasp now, the twist next batch
 
 
-def _orient_for_twist(yaw: float, pose: pp.Pose, twist: float) -> float:
-    """The finger orientation (of the two) that leaves joint 7 room for the twist after it."""
+def _orient_for_twist(yaw: float, pose: pp.Pose, twist: float, limit_deg: float) -> float:
+    """The finger orientation (of the two) that leaves joint 7 room (within +-``limit_deg``) for the
+    twist after it."""
     best, best_cost = None, None
     for y in (yaw, yaw + math.pi):
         d = (y - pose.yaw + math.pi) % (2 * math.pi) - math.pi
         if pose.j7_deg is not None:
             j_end = pose.j7_deg - math.degrees(d) - math.degrees(twist)
             j_mid = pose.j7_deg - math.degrees(d)
-            over = max(0.0, abs(j_end) - pp.J7_LIMIT_DEG, abs(j_mid) - pp.J7_LIMIT_DEG)
+            over = max(0.0, abs(j_end) - limit_deg, abs(j_mid) - limit_deg)
         else:
             over = 0.0
         cost = over * 10 + abs(d)
@@ -554,14 +557,14 @@ def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
     body = w.bodies[a]
     target = _push_target(w, a, region) if region in w.regions else pp.place_target(w, a, pred).origin[:2]
     well = _well_grip(w, a)
-    over_z = float(body.hi[2]) + RIM_OVER_M + FINGERTIP_BELOW_M   # fingertips just over its top
+    over_z = float(body.hi[2]) + RIM_OVER_M + w.hand.model.fingertip_below_m   # fingertips just over its top
     in_well = float(np.linalg.norm(pose.grip[:2] - body.pos[:2])) < _radius(w, a) and pose.grip[2] < over_z
     if float(np.linalg.norm(target - body.pos[:2])) < PUSH_TOL_M or _inside(w, a, region, PUSH_INSET_M):
         return (path_commands(pose.grip, [np.array([*pose.grip[:2], over_z + 0.03])], prof) if in_well else []), True
     if well is None:
         return _push_outside(brain, w, pose, a, target)
     grip_z, gap = well
-    path = _push_path(w, a, target, grip_z + HAND_Z[0])
+    path = _push_path(w, a, target, grip_z + w.hand.model.hand_z[0])
     u = (path[1] - path[0]) / max(float(np.linalg.norm(path[1] - path[0])), 1e-9)
     last = len(path) == 2                             # one leg a batch: each corner is planned from where it is
     toward_base = max(0.0, -float(u @ pose.grip[:2]) / float(np.linalg.norm(pose.grip[:2])))
@@ -588,15 +591,15 @@ def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
     if in_well:                                       # (out of it first)
         here = np.array([*here[:2], over_z])
         cmds += path_commands(pose.grip, [here], prof)
-    if abs(pose.fraction - gap / MAX_GAP_M) > 0.2:    # (its sides squeeze the fingers in a little)
-        cmds.append({"op": "gripper", "width": round(gap / MAX_GAP_M, 3)})
+    if abs(pose.fraction - gap / w.hand.max_gap_m) > 0.2:    # (its sides squeeze the fingers in a little)
+        cmds.append({"op": "gripper", "width": round(gap / w.hand.max_gap_m, 3)})
     start = np.array([*path[0], grip_z])              # (opened across its floor, they go down nowhere else)
     yaw = _drag_yaw(w, a, pose, [start, end], gap, math.atan2(u[1], u[0]))
     if stuck:                                         # a drag that did not move it (the arm stopped): the
-        yaw = pp.orient(yaw + math.pi / 2, pose)      # wrist turned a quarter
+        yaw = pp.orient(yaw + math.pi / 2, pose, w.hand)      # wrist turned a quarter
     cmds += rotations("yaw", yaw - pose.yaw, prof)
     above = np.array([*start[:2], over_z + (0.0 if in_well else 0.03)])
-    cmds += path_commands(here, route(w, here, above, gripper_boxes(np.zeros(3), yaw, gap), exclude=(),
+    cmds += path_commands(here, route(w, here, above, gripper_boxes(w.hand, np.zeros(3), yaw, gap), exclude=(),
                                       clear=0.008), prof)
     cmds += path_commands(above, [start], prof) + [SETTLE]   # the drag next batch (a way down stopped
     return cmds[:prof.limits.max_batch], False        # short on its sides would cancel it)
@@ -615,8 +618,8 @@ def _drag_yaw(w: World, a: str, pose: pp.Pose, drag, gap: float, heading: float)
     deg of flat.)"""
     best = None
     for y in [pose.yaw] + [heading + k * math.pi / 4 for k in range(4)]:
-        y = pp.orient(y, pose)
-        bundle = gripper_boxes(np.zeros(3), y, gap)
+        y = pp.orient(y, pose, w.hand)
+        bundle = gripper_boxes(w.hand, np.zeros(3), y, gap)
         col = min([clear_along(w, p, q, bundle, exclude=(a,)) for p, q in zip(drag, drag[1:])] +
                   [w.clearance(bundle.shifted(drag[0] + [0, 0, dz]), exclude=(a,)) for dz in PUSH_COLUMN_M])
         score = min(col, DRAG_CLEAR_M) - abs(y - pose.yaw) * 0.001
@@ -641,12 +644,13 @@ def _well_grip(w: World, a: str) -> tuple[float, float] | None:
     own = Boxes((b.obbs.c - b.pos) @ b.rot, b.obbs.h, np.einsum("ji,njk->nik", b.rot, b.obbs.R))   # upright
 
     def fits(gap):                                    # (tested 1 mm over the floor, in its own frame)
-        return separation(gripper_boxes(np.array([0.0, 0.0, floor + 0.001 + FINGERTIP_BELOW_M]), 0.0, gap,
+        tips_z = floor + 0.001 + w.hand.model.fingertip_below_m
+        return separation(gripper_boxes(w.hand, np.array([0.0, 0.0, tips_z]), 0.0, gap,
                                         hand=False), own) > -WELL_TOUCH_M
     gaps = [g for g in np.arange(0.01, WELL_GAP_MAX_M + 1e-6, 0.002) if fits(g)]
     if not gaps:
         return None
-    return float(b.pos[2]) + floor + FINGERTIP_BELOW_M + FINGER_OVER_M, float(gaps[-1])
+    return float(b.pos[2]) + floor + w.hand.model.fingertip_below_m + FINGER_OVER_M, float(gaps[-1])
 
 
 def _inside(w: World, a: str, region: str, inset: float) -> bool:
@@ -736,7 +740,7 @@ def _plan_push(w: World, a: str, target, hand_z: float, shove: bool) -> list[np.
         k = np.clip(np.round((q - lo) / PUSH_GRID_M).astype(int), 0, n - 1)
         c = cell.reshape(n)[k[..., 0], k[..., 1]]
         grip = q + (d / np.maximum(length, 1e-9)[..., None])[:, :, None] * WELL_LAG_M   # the hand leads it
-        reach = pp.reach_margin(np.concatenate([grip, np.full(grip.shape[:-1] + (1,), hand_z)], axis=-1))
+        reach = pp.reach_margin(np.concatenate([grip, np.full(grip.shape[:-1] + (1,), hand_z)], axis=-1), w.hand)
         c = np.where(reach[..., 1:].max(axis=2, initial=-1.0)[..., None] > PUSH_REACH_M, np.inf,
                      c + 100.0 * np.clip(reach, 0.0, None))
         with np.errstate(invalid="ignore"):
@@ -775,9 +779,9 @@ def _push_outside(brain, w: World, pose: pp.Pose, a: str, target):
         lo, _ = pp.extent_along(pp.corners(w, a), heading)
         back = float(body.pos[:2] @ u) - lo           # origin to the trailing edge
         yaw = heading + math.pi / 2                   # the hand's thin side along the push
-        bundle = gripper_boxes(np.zeros(3), yaw, 0.01)
+        bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
         contact = body.pos[:2] - u * (back + FINGER_HALF + 0.004)
-        z = float(body.lo[2]) + 0.004 + FINGERTIP_BELOW_M
+        z = float(body.lo[2]) + 0.004 + w.hand.model.fingertip_below_m
         start = np.array([*(contact - u * 0.02), z])
         col = min(w.clearance(bundle.shifted(start + [0, 0, dz])) for dz in PUSH_COLUMN_M)
         end = start + np.array([*(u * length), 0.0])
@@ -791,7 +795,7 @@ def _push_outside(brain, w: World, pose: pp.Pose, a: str, target):
     cmds += un
     if pose.fraction > 0.1:
         cmds.append({"op": "gripper", "action": "close"})
-    cmds += rotations("yaw", pp.orient(yaw, pose) - pose.yaw, prof)
+    cmds += rotations("yaw", pp.orient(yaw, pose, w.hand) - pose.yaw, prof)
     above = start + np.array([0.0, 0.0, 0.06])
     cmds += path_commands(pose.grip, route(w, pose.grip, above, bundle, exclude=()), prof)
     end = start + np.array([*(u * length), 0.0])

@@ -41,6 +41,7 @@ from . import articulated as art
 from . import insert as ins
 from . import pickplace as pp
 from .motion import SHORT_LEG_M, clear_along, path_commands, rotations, route, safe_height
+from .tuning import hand_for
 from .world import Boxes, World, gripper_boxes
 
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
@@ -116,6 +117,7 @@ class OracleBrain(Brain):
     def __init__(self, scene, profile):
         self.scene = scene
         self.profile = profile
+        self.hand = hand_for(profile)   # the gripper and reach it plans with (tuning.py)
         self.specs: dict = {}       # subgoal id -> (kind, object or None, target, predicate)
         self.plans = 0
         self.tried: dict = {}       # object -> [(grasp point - origin, finger yaw)] of grasps closed on it
@@ -142,7 +144,7 @@ class OracleBrain(Brain):
 
     # -- privileged views ---------------------------------------------------------------------
     def world(self) -> World:
-        return World.from_data(self.scene.world())
+        return World.from_data(self.scene.world(), self.hand)
 
     def _truth(self, pred) -> bool:
         return bool(self.scene.predicate(pred))
@@ -161,7 +163,7 @@ class OracleBrain(Brain):
             if body.kind == "object" and n not in carried and pp.held(w, n, pose, self.profile):
                 steps.append(("release", n, None, None, f"open the gripper and let go of the {n}",
                               f"the {n} is no longer held"))
-                pose = pp.Pose(pose.grip, pose.yaw, 78.0, 1.0, pose.j7_deg)
+                pose = pp.Pose(pose.grip, pose.yaw, self.hand.open_width_mm, 1.0, pose.j7_deg)
         for pred in todo:
             op = pred[0].lower()
             if op in ("on", "in") and len(pred) == 3:
@@ -183,7 +185,7 @@ class OracleBrain(Brain):
                               f"the {a} is held clear above the {b}"))
                 steps.append(("place", a, b, pred, f"lower the {a} {rel} the {b} and release it",
                               f"the {a} rests {rel} the {b} and the gripper is open"))
-                pose = pp.Pose(pose.grip, pose.yaw, 78.0, 1.0, pose.j7_deg)   # later objects: hand empty
+                pose = pp.Pose(pose.grip, pose.yaw, self.hand.open_width_mm, 1.0, pose.j7_deg)   # later: hand empty
             elif op in ("open", "close", "turnon", "turnoff") and len(pred) == 2:
                 if op == "open" and pred[1] in opened:
                     continue
@@ -301,7 +303,7 @@ class OracleBrain(Brain):
         origin = w.bodies[a].pos
         kept = self.grasp_plan.get(a)
         if kept is not None and np.linalg.norm(kept[0] - origin) < 0.01:
-            g = pp.Grasp(origin + kept[1].point_rel, pp.orient(kept[1].sep_yaw, pose), kept[1].kind,
+            g = pp.Grasp(origin + kept[1].point_rel, pp.orient(kept[1].sep_yaw, pose, w.hand), kept[1].kind,
                          kept[1].width_m, 0.0, kept[1].gap_m, kept[1].part)   # begun last batch: carry on
         else:
             g = pp.choose(w, a, pose, prof, target, self.tried.get(a, ()))
@@ -316,12 +318,12 @@ class OracleBrain(Brain):
         pre = g.point + [0, 0, APPROACH_M]
         turn = rotations("yaw", g.sep_yaw - pose.yaw, prof)
         p = pose.grip
-        if turn and w.clearance(gripper_boxes(p, g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))) < 0.01:
+        if turn and w.clearance(gripper_boxes(w.hand, p, g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))) < 0.01:
             up = np.array([p[0], p[1], max(p[2], pre[2])])   # turn where the hand has room to sweep
             cmds += path_commands(p, [up], prof)
             p = up
         cmds += turn
-        bundle = gripper_boxes(np.zeros(3), g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))
+        bundle = gripper_boxes(w.hand, np.zeros(3), g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))
         if float(np.linalg.norm(pre - p)) >= SHORT_LEG_M:
             cmds += path_commands(p, route(w, p, pre, bundle, exclude=(a,)), prof)
             p = pre
@@ -430,7 +432,7 @@ class OracleBrain(Brain):
         avoid = self.avoid.get(a, ())
         hand = None
         if avoid and pose is not None and pose.tilt < art.UNTILT_MIN and pp.held(w, a, pose, self.profile):
-            hand = gripper_boxes(pose.grip - w.bodies[a].pos, pose.yaw, pose.width_mm / 1000.0)
+            hand = gripper_boxes(w.hand, pose.grip - w.bodies[a].pos, pose.yaw, pose.width_mm / 1000.0)
         later = tuple(p[1] for p in self.scene.goal_state          # on the same support after it
                       if len(p) == 3 and p[0].lower() == pred[0].lower() and p[2] == pred[2] and p[1] != a
                       and not self._truth(p))

@@ -172,14 +172,14 @@ def handle(w: World, a: str, d: np.ndarray, rot: np.ndarray) -> HandleGrasp | No
     k = min(idx, key=lambda i: float(b.obbs.c[i] @ d))    # the handle's outermost bar
     s = rot[:, 0]
     across = float(np.abs(b.obbs.R[k].T @ s) @ b.obbs.h[k]) * 2.0
-    gap = min(pp.MAX_GAP_M, across + 2 * HANDLE_MARGIN_M)
+    gap = min(w.hand.max_gap_m, across + 2 * HANDLE_MARGIN_M)
     point = b.obbs.c[k] + d * GRIP_IN_M
-    fingers = gripper_boxes(point, 0.0, gap, hand=False, rot=rot)
+    fingers = gripper_boxes(w.hand, point, 0.0, gap, hand=False, rot=rot)
     rest = np.arange(len(b.obbs)) != k
     others = Boxes(b.obbs.c[rest], b.obbs.h[rest], b.obbs.R[rest])
     if separation(fingers, others) < 0.001:
         return None
-    if w.clearance(gripper_boxes(point, 0.0, gap, rot=rot), exclude=(a,)) < 0.002:
+    if w.clearance(gripper_boxes(w.hand, point, 0.0, gap, rot=rot), exclude=(a,)) < 0.002:
         return None
     return HandleGrasp(point, gap, k)
 
@@ -279,7 +279,7 @@ def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
         down = down_rot(yaw)
         cmds += reorient(pose, down, prof)                # fingers across the axis, still pointing down
         at = turning_point(w, pre, down, rot)
-        bundle = gripper_boxes(np.zeros(3), yaw, g.gap_m)
+        bundle = gripper_boxes(w.hand, np.zeros(3), yaw, g.gap_m)
         cmds += path_commands(pose.grip, route(w, pose.grip, at, bundle, exclude=(), clear=ROUTE_CLEAR_M), prof)
         cmds += reorient(pp.Pose(at, yaw, pose.width_mm, frac, pose.j7_deg, down), rot, prof)
         return cmds[:prof.limits.max_batch], False
@@ -287,7 +287,7 @@ def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
         return [{"op": "gripper", "width": frac}] + path_commands(pose.grip, [pre], prof), False
     if abs(pose.width_mm - g.gap_m * 1000.0) > 6.0:
         cmds.append({"op": "gripper", "width": frac})
-    bundle = gripper_boxes(np.zeros(3), 0.0, g.gap_m, rot=pose.rot)
+    bundle = gripper_boxes(w.hand, np.zeros(3), 0.0, g.gap_m, rot=pose.rot)
     cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=(a,)), prof)
     cmds += path_commands(pre, [g.point], prof)
     cmds.append({"op": "gripper", "action": "close"})
@@ -338,7 +338,7 @@ def place(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
     if shift < INSIDE_M / 2 or not pp.held(w, a, pose, prof):
         return cmds, True
     rot = tool_rot(d, math.radians(PUSH_TILT_DEG), pose.yaw)
-    tips = gripper_boxes(np.zeros(3), 0.0, 0.0, hand=False, rot=rot)
+    tips = gripper_boxes(w.hand, np.zeros(3), 0.0, 0.0, hand=False, rot=rot)
     front = float(np.max(tips.c @ d + tips.half_along(d)))
     bar = b.obbs.c[k]
     room = 0.0                                            # how far it can go before meeting the back
@@ -346,7 +346,7 @@ def place(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
         room += 0.005
     start = bar - d * (ext[k] + front + PUSH_GAP_M)
     end = start + d * (PUSH_GAP_M + min(shift + PUSH_PAST_M, room))
-    turn = reorient(pp.Pose(back, pose.yaw, 78.0, 1.0, pose.j7_deg, pose.rot), rot, prof)
+    turn = reorient(pp.Pose(back, pose.yaw, w.hand.open_width_mm, 1.0, pose.j7_deg, pose.rot), rot, prof)
     cmds += turn + [{"op": "gripper", "action": "close"}]
     cmds += path_commands(back, [start, end, end - d * BACK_OUT_M], prof)
     return cmds[:prof.limits.max_batch - 1], True

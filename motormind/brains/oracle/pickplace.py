@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .world import MAX_GAP_M, Boxes, World, gripper_boxes, rot_z, separation, wrap
+from .tuning import Hand
+from .world import Boxes, World, gripper_boxes, rot_z, separation, wrap
 
 STRADDLE_MAX_M = 0.066     # widest object the open fingers straddle with room on both sides
 RIM_INSET_M = 0.006        # a rim grasp's point inside the wall's outer face
@@ -50,7 +51,6 @@ HOVER_M = 0.025            # the carry ends with the object's bottom this far ab
 TEST_LIFT_M = 0.02         # a grasp batch ends lifting the object this much: the Verifier sees whether it holds
 HOLD_MIN_MM = 3.5          # a closed gripper narrower than this holds nothing (a rim pinched with both fingers
                            # reads 3.9 while it carries a bowl; fingers closed on nothing, 3.0 or less)
-J7_LIMIT_DEG = 160.0       # the Panda's wrist joint (joint 7) stops at about +-166 deg
 ORIGIN_TOL_M = 0.015       # a carry is done with the origin this close over its target
 PLACE_SPAN = 0.7           # a release spot within this fraction of a region's half sizes
 PLACE_GRID = (0.0, -0.5, 0.5, -1.0, 1.0)   # the spots tried along each axis (fractions of that span)
@@ -64,10 +64,6 @@ ROOM_M = 0.005             # a release spot leaves the objects still to come to 
 KEEP_BONUS = 0.008         # ... and the spot the last carry went for is kept unless another scores this much more
 PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
 RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
-SHOULDER = np.array([0.0, 0.0, 0.333])   # the Panda's shoulder above its base (m)
-REACH_M = 0.765            # comfortable reach of the wrist flange from the shoulder (a bowl grasped with the
-                           # flange 0.777 m out had the elbow straight: the carry back stalled, singular)
-FLANGE_ABOVE_GRIP_M = 0.21 # the flange above a top-down grip site
 
 
 @dataclass
@@ -76,8 +72,8 @@ class Grasp:
     sep_yaw: float             # finger separation direction (rad from +x); sep_yaw + pi is the same grasp
     kind: str                  # straddle | rim
     width_m: float             # the object's width between the fingers
-    score: float = 0.0
-    gap_m: float = MAX_GAP_M   # how far the fingers open for it (no wider than it needs)
+    score: float
+    gap_m: float               # how far the fingers open for it (no wider than it needs)
     part: int | None = None    # a part grasp: which of the object's boxes is between the fingers
 
 
@@ -165,8 +161,8 @@ def candidates(world: World, a: str) -> list[Grasp]:
             vlo, vhi = extent_along(pts, yaw + math.pi / 2)
             xy = u * (lo + hi) / 2 + v * (vlo + vhi) / 2
             z = max(z_bot + GRASP_FLOOR_M, z_top - GRASP_DEPTH_M)
-            out.append(Grasp(np.array([xy[0], xy[1], z]), yaw, "straddle", w,
-                             gap_m=min(MAX_GAP_M, w + 2 * OPEN_MARGIN_M)))
+            out.append(Grasp(np.array([xy[0], xy[1], z]), yaw, "straddle", w, 0.0,
+                             min(world.hand.max_gap_m, w + 2 * OPEN_MARGIN_M)))
     if not out and not hollow(world, a):         # wide and solid: a handle, a knob
         out += part_candidates(world, a)
     if not out:                                  # wide and open on top: pinch the wall (radially)
@@ -237,17 +233,17 @@ def part_candidates(world: World, a: str) -> list[Grasp]:
         off = float(np.linalg.norm(c[:2] - centre))     # from the object's middle: a tilting load
         out.append(Grasp(np.array([c[0], c[1], z]), yaw, "part", width,
                          -PART_OFFSET_COST * off + 0.01 * (top - float(b.hi[2])),
-                         min(MAX_GAP_M, width + 2 * PART_MARGIN_M), part=k))
+                         min(world.hand.max_gap_m, width + 2 * PART_MARGIN_M), part=k))
     return out
 
 
-def orient(grasp_yaw: float, pose: Pose) -> float:
+def orient(grasp_yaw: float, pose: Pose, hand: Hand) -> float:
     """Of the two finger orientations of a grasp, the one the wrist reaches with the smaller turn
-    that keeps joint 7 inside its range (yaw +d turns joint 7 by about -d)."""
+    that keeps joint 7 inside ``hand``'s wrist limit (yaw +d turns joint 7 by about -d)."""
     best = None
     for y in (grasp_yaw, grasp_yaw + math.pi):
         d = wrap(y - pose.yaw)
-        if pose.j7_deg is not None and abs(pose.j7_deg - math.degrees(d)) > J7_LIMIT_DEG:
+        if pose.j7_deg is not None and abs(pose.j7_deg - math.degrees(d)) > hand.model.wrist_limit_deg:
             continue
         if best is None or abs(d) < abs(best):
             best = d
@@ -380,16 +376,18 @@ def grip_at(target: Target, grasp_rel: np.ndarray, lift: float = 0.0) -> np.ndar
     return target.origin - rot_z(target.spin) @ grasp_rel + np.array([0.0, 0.0, lift])
 
 
-def reach_margin(p) -> np.ndarray:
-    """How far (m) the wrist flange above top-down grip points ``p`` (..., 3) is beyond the Panda's
-    comfortable reach (REACH_M from the shoulder, SHOULDER above the base); negative: within it."""
-    flange = np.asarray(p, float) + np.array([0.0, 0.0, FLANGE_ABOVE_GRIP_M])
-    return np.linalg.norm(flange - SHOULDER, axis=-1) - REACH_M
+def reach_margin(p, hand: Hand) -> np.ndarray:
+    """How far (m) the wrist flange above top-down grip points ``p`` (..., 3) is beyond the arm's
+    comfortable reach (the robot profile's ``reach``: ``hand.reach_m`` from ``hand.shoulder_m``);
+    negative: within it. (A bowl grasped with the Panda's flange 0.777 m out had the elbow straight:
+    the carry back stalled, singular.)"""
+    flange = np.asarray(p, float) + np.array([0.0, 0.0, hand.flange_above_grip_m])
+    return np.linalg.norm(flange - np.array(hand.shoulder_m), axis=-1) - hand.reach_m
 
 
-def reach_excess(p) -> float:
+def reach_excess(p, hand: Hand) -> float:
     """``reach_margin`` of one grip point, 0 within reach."""
-    return max(0.0, float(reach_margin(p)))
+    return max(0.0, float(reach_margin(p, hand)))
 
 
 def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tried=()) -> Grasp | None:
@@ -401,9 +399,9 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
     cands = candidates(world, a)
     narrowest = min((g.width_m for g in cands if g.kind == "straddle"), default=0.0)
     for g in cands:
-        yaw = orient(g.sep_yaw, pose)
-        clear_g = world.clearance(gripper_boxes(g.point, yaw, g.gap_m), exclude=(a,))
-        clear_pre = min(world.clearance(gripper_boxes(g.point + [0, 0, dz], yaw, g.gap_m), exclude=(a,))
+        yaw = orient(g.sep_yaw, pose, world.hand)
+        clear_g = world.clearance(gripper_boxes(world.hand, g.point, yaw, g.gap_m), exclude=(a,))
+        clear_pre = min(world.clearance(gripper_boxes(world.hand, g.point + [0, 0, dz], yaw, g.gap_m), exclude=(a,))
                         for dz in APPROACH_COLUMN_M)     # the way in from above
         clear = min(clear_g + GRASP_TOUCH_M, clear_pre)   # at the grasp, fingertips may graze the support
         if g.kind == "part":                          # the rest of the object is in the way too
@@ -412,21 +410,22 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
             if keep:
                 rest = Boxes(own.c[keep], own.h[keep], own.R[keep])
                 for dz in (0.0,) + APPROACH_COLUMN_M:
-                    clear = min(clear, separation(gripper_boxes(g.point + [0, 0, dz], yaw, g.gap_m), rest) + 0.003)
+                    tips = gripper_boxes(world.hand, g.point + [0, 0, dz], yaw, g.gap_m)
+                    clear = min(clear, separation(tips, rest) + 0.003)
         if g.kind == "rim":                           # the hand spans the object: clear of its far rim too
-            hand = gripper_boxes(g.point, yaw, g.gap_m)
+            hand = gripper_boxes(world.hand, g.point, yaw, g.gap_m)
             own = world.bodies[a].obbs
             clear = min(clear, separation(Boxes(hand.c[:1], hand.h[:1], hand.R[:1]), own) - HAND_OVER_RIM_M)
-        excess = reach_excess(g.point + [0, 0, 0.05])
+        excess = reach_excess(g.point + [0, 0, 0.05], world.hand)
         if target is not None:
             rel = body.pos - g.point
             gp = grip_at(target, rel)
-            held_g = gripper_boxes(np.zeros(3), yaw + target.spin, max(g.width_m, 0.01))
+            held_g = gripper_boxes(world.hand, np.zeros(3), yaw + target.spin, max(g.width_m, 0.01))
             bundle_p = held_g + spun(world, a, target.spin, target.origin).shifted(-gp) if len(body.obbs) else held_g
             for dz in PLACE_COLUMN_M:                 # the release pose, and the way down to it
                 clear = min(clear, world.clearance(bundle_p.shifted(gp + [0, 0, dz]), exclude=(a,))
                             + (0.012 if dz == 0.0 else 0.0))   # (the object hangs RELEASE_M over its support)
-            excess = max(excess, reach_excess(gp)) + (1.0 if _outside(profile, gp) else 0.0)
+            excess = max(excess, reach_excess(gp, world.hand)) + (1.0 if _outside(profile, gp) else 0.0)
         # first what can be done (clear of the scene, within reach), then the roomiest, then the least
         # wrist turning and the plainest grasp
         score = min(clear, CLEAR_ENOUGH_M) - 3.0 * excess
@@ -473,5 +472,5 @@ def held_bundle(world: World, a: str, grip: np.ndarray, yaw: float, width_m: flo
     """The gripper closed to ``width_m`` on ``a`` at ``grip`` (pointing down, finger yaw ``yaw``; or
     in the grip-site frame ``rot``) and ``a``'s boxes, relative to the grip site (``a`` where it is now)."""
     b = world.bodies[a]
-    g = gripper_boxes(np.zeros(3), yaw, max(width_m, 0.005), rot=rot)
+    g = gripper_boxes(world.hand, np.zeros(3), yaw, max(width_m, 0.005), rot=rot)
     return g + b.obbs.shifted(-np.asarray(grip, float)) if len(b.obbs) else g

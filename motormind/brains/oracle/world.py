@@ -4,12 +4,8 @@ Built from ``Scene.world()`` (sim/libero_pro/scene.py): true object poses and co
 read from the simulator. Units: metres, radians; the robot's base frame (+x forward, +y left,
 +z up). Nothing here talks to the robot: it answers geometric questions for the skills.
 
-The gripper model (measured on LIBERO's Panda hand, gripper pointing down; ``s`` is the finger
-separation axis, ``a`` the axis across the fingers, heights relative to the grip site, which sits
-between the fingertips about 10 mm above their lowest point):
-    hand    +-0.105 along s, +-0.041 along a, z +0.024 .. +0.122
-    finger  from the gap's edge outwards 0.025 along s, +-0.012 along a, z -0.010 .. +0.050
-    wrist   +-0.072 both ways, z +0.135 .. +0.29 (the arm's last links, over the hand)
+The gripper is modelled as boxes (``gripper_boxes``) from the robot's ``Hand`` (tuning.py: the
+profile's widest gap, the oracle's box model of that robot's hand and wrist).
 """
 from __future__ import annotations
 
@@ -18,11 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-HAND_HALF_S, HAND_HALF_A, HAND_Z = 0.105, 0.041, (0.024, 0.122)
-WRIST_HALF, WRIST_Z = 0.072, (0.135, 0.29)      # the wrist (links 6-7) over the hand
-FINGER_T, FINGER_HALF_A, FINGER_Z = 0.025, 0.012, (-0.010, 0.050)
-FINGERTIP_BELOW_M = 0.010      # the fingertips' lowest point under the grip site
-MAX_GAP_M = 0.078              # the fingers' widest gap
+from .tuning import Hand
 
 
 @dataclass
@@ -155,10 +147,11 @@ class World:
     predicates: dict
     regions: dict
     finger_contacts: dict = field(default_factory=dict)   # name -> fingers touching it
+    hand: Hand | None = None   # the robot's gripper and reach (tuning.hand_for): set by from_data
     _cache: dict = field(default_factory=dict)
 
     @classmethod
-    def from_data(cls, w: dict) -> "World":
+    def from_data(cls, w: dict, hand: Hand) -> "World":
         bodies = {}
         for n, b in w["bodies"].items():
             boxes = np.asarray(b["boxes"], dtype=float).reshape(-1, 2, 3)
@@ -172,7 +165,7 @@ class World:
                    for n, r in w.get("regions", {}).items()}
         return cls(bodies, np.asarray(w.get("static", []), dtype=float).reshape(-1, 2, 3),
                    Boxes.from_rows(w.get("static_obbs", [])), w.get("ground_z"), arts,
-                   dict(w.get("predicates", {})), regions, dict(w.get("finger_contacts", {})))
+                   dict(w.get("predicates", {})), regions, dict(w.get("finger_contacts", {})), hand)
 
     def pinched(self, name: str) -> bool:
         """Both fingers touch ``name`` (privileged contact state)."""
@@ -244,11 +237,13 @@ def rot_z(yaw: float) -> np.ndarray:
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
-def gripper_boxes(grip: np.ndarray, sep_yaw: float, gap_m: float = MAX_GAP_M, hand: bool = True,
+def gripper_boxes(model: Hand, grip: np.ndarray, sep_yaw: float, gap_m: float, hand: bool = True,
                   rot: np.ndarray | None = None) -> Boxes:
-    """The gripper's boxes at ``grip``: pointing down with the fingers separating along the
+    """``model``'s gripper as boxes at ``grip``: pointing down with the fingers separating along the
     horizontal direction at ``sep_yaw`` (rad from base +x), or in the grip-site frame ``rot``
-    (columns: separation axis, across axis, approach axis), opened to ``gap_m``."""
+    (columns: separation axis, across axis, approach axis), opened to ``gap_m``; without the hand
+    and wrist when ``hand`` is false."""
+    m = model.model
     if rot is None:
         s = np.array([math.cos(sep_yaw), math.sin(sep_yaw), 0.0])
         a = np.array([-s[1], s[0], 0.0])
@@ -258,14 +253,14 @@ def gripper_boxes(grip: np.ndarray, sep_yaw: float, gap_m: float = MAX_GAP_M, ha
     frame = np.column_stack([s, a, up])
     cs, hs = [], []
     if hand:
-        cs.append(grip + up * (HAND_Z[0] + HAND_Z[1]) / 2)
-        hs.append((HAND_HALF_S, HAND_HALF_A, (HAND_Z[1] - HAND_Z[0]) / 2))
-        cs.append(grip + up * (WRIST_Z[0] + WRIST_Z[1]) / 2)
-        hs.append((WRIST_HALF, WRIST_HALF, (WRIST_Z[1] - WRIST_Z[0]) / 2))
-    zc, zh = (FINGER_Z[0] + FINGER_Z[1]) / 2, (FINGER_Z[1] - FINGER_Z[0]) / 2
+        cs.append(grip + up * (m.hand_z[0] + m.hand_z[1]) / 2)
+        hs.append((m.hand_half_s, m.hand_half_a, (m.hand_z[1] - m.hand_z[0]) / 2))
+        cs.append(grip + up * (m.wrist_z[0] + m.wrist_z[1]) / 2)
+        hs.append((m.wrist_half, m.wrist_half, (m.wrist_z[1] - m.wrist_z[0]) / 2))
+    zc, zh = (m.finger_z[0] + m.finger_z[1]) / 2, (m.finger_z[1] - m.finger_z[0]) / 2
     for sign in (-1.0, 1.0):
-        cs.append(grip + s * sign * (gap_m / 2 + FINGER_T / 2) + up * zc)
-        hs.append((FINGER_T / 2, FINGER_HALF_A, zh))
+        cs.append(grip + s * sign * (gap_m / 2 + m.finger_t / 2) + up * zc)
+        hs.append((m.finger_t / 2, m.finger_half_a, zh))
     n = len(cs)
     return Boxes(np.asarray(cs, float), np.asarray(hs, float), np.broadcast_to(frame, (n, 3, 3)).copy())
 
