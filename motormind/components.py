@@ -493,6 +493,10 @@ class MemoryView:
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
+        self.reset()
+
+    def reset(self) -> None:
+        """Nothing yet: a new episode's memory (the Memory role starts each episode empty)."""
         self.summary = "nothing yet"
         self.facts: list[str] = []
 

@@ -69,7 +69,7 @@ class RoleNode(MotorMindNode):
         # the budget as this node knows it: the reports' steps, the clock since the task, the config's budgets
         self.budget = BudgetCounter(self.cfg)
         self.listen("report", self.budget.on_report)
-        self.listen("memory", self.memory_view.update)
+        self.listen("memory", self._memory)
         self.listen("task", lambda m: self.worker.put(self._task, m))
 
     def needs_rpc(self) -> bool:
@@ -104,6 +104,7 @@ class RoleNode(MotorMindNode):
         if not instr or instr == self.instruction:
             return
         self.instruction = instr
+        self.memory_view.reset()             # a new episode's memory starts empty, as in-process
         # the Controller's calibrations and scene facts (the cameras and scene_facts topics) before the
         # first prompt: its setup block is fixed for the episode
         if self.cache.wait_state() is not None and not self.cache.wait_setup(SETUP_WAIT_S):
@@ -125,6 +126,12 @@ class RoleNode(MotorMindNode):
 
     def on_task(self, msg: dict) -> None:
         pass
+
+    def _memory(self, msg: dict) -> None:
+        """Memory's summary of this node's episode: one naming another instruction is an earlier
+        episode's (its Memory's last call may end after the new task)."""
+        if msg.get("instruction", self.instruction) == self.instruction:
+            self.memory_view.update(msg)
 
     def record(self, kind: str, **data) -> None:
         """A VLM call names its episode (the instruction: a node takes a new task only with a new one),
@@ -448,13 +455,27 @@ class MemoryNode(RoleNode):
         self.listen("events", lambda m: self._add("replan", m) if m.get("kind") == "replan" else None)
 
     def on_task(self, msg: dict) -> None:
-        if self.cfg.memory and self.memory is None:
-            self.memory = Memory(self.brain, self._record, self.instruction)
+        """Each episode (a new instruction: RoleNode._task) gets a fresh Memory with its instruction, as
+        each in-process one does (runner.py); the last episode's closes: its thread ends, its pending
+        events are dropped (a flush would be a brain call after that episode's end, outside the count
+        its result gives), a call under way still records under that episode's instruction."""
+        old, self.memory = self.memory, None
+        if self.cfg.memory:
+            self.memory = Memory(self.brain, self._recorder(self.instruction), self.instruction)
+        if old is not None:
+            old.close()
 
-    def _record(self, kind: str, **data) -> None:
-        self.record(kind, **data)
-        if kind == "memory":
-            self.send("memory", {"summary": data.get("summary", ""), "facts": data.get("facts", [])})
+    def _recorder(self, instruction: str):
+        """The record of the Memory of ``instruction``'s episode: its VLM calls name that episode, its
+        summaries go out on ``memory`` naming it while it is the current one."""
+        def record(kind: str, **data) -> None:
+            if kind == "vlm_call":
+                data.setdefault("instruction", instruction)
+            self.record(kind, **data)
+            if kind == "memory" and instruction == self.instruction:     # an ended episode's: for no prompt
+                self.send("memory", {"summary": data.get("summary", ""), "facts": data.get("facts", []),
+                                     "instruction": instruction})
+        return record
 
     def _add(self, kind: str, msg: dict) -> None:
         if self.memory is None:

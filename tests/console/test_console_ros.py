@@ -271,3 +271,8 @@ def test_pause_while_a_batch_awaits_approval_parks_and_a_jog_moves_the_arm(conso
     end = pr.wait_for("episode", lambda m: m.get("event") == "end", timeout=20, start=n0["episode"])
     assert end["result"]["success"], end
     assert_one_count(c, pr, end, "reach up once more")      # this episode's calls, not the session's
+    # the Memory node's Memory is this episode's: its prompt states this instruction, none of the first's
+    mem = pr.wait_for("events", lambda m: m.get("kind") == "vlm_call" and m.get("role") == "memory" and
+                      m.get("instruction") == "reach up once more" and m.get("user"), timeout=20)
+    assert 'Task instruction: "reach up once more"' in mem["user"] and "reach up a little" not in mem["user"], \
+        mem["user"]
