@@ -1,19 +1,23 @@
 #!/usr/bin/env python
 """An episode at a model's pace: episode wall time with the VLM's thinking overlapped with motion
-(speculate + verify_ahead, motormind/episode/overlap.py) against the plain serial loop.
+(``overlap: {speculate, verify_ahead, plan_with_probe}``, motormind/episode/overlap.py) against the
+plain serial loop, on the same episodes.
 
     MUJOCO_GL=osmesa .venv/bin/python bench/overlap.py [--latencies 5,2] [--brains oracle,noisy]
-        [--tasks 0-9] [--inits 0-1] [--concurrency 4] [--out runs/bench-overlap]
+        [--tasks 0-4] [--inits 0-3] [--concurrency 5] [--out runs/bench-overlap]
 
 Each brain answers through the real openai client and serve-brain's latency model
-(configs/vlm/local-oracle.yaml, ``latency.mean_s=L``): the oracle, and the noisy brain (the oracle
-behind the endpoint with seed-calibrated errors, ``--noise seed_calibrated``). For each brain and
-latency, ``motormind eval`` runs the same libero_object episodes twice at the same time, serial and
-overlapped (so both see the same machine load), each ``--concurrency`` episodes in flight. Printed per
-pair: episodes, successes, median steps, mean and median episode wall, the wall ratio (overlap /
-serial, per episode paired on its job and overall), the Executor calls asked ahead, used and dropped,
-and the dropped calls' share of the VLM seconds. Goal: a wall ratio of at most 0.6 at 5 s a call
-with no success lost. Never fails on speed. On a loaded machine wall figures carry that load.
+(configs/vlm/local-oracle.yaml, ``latency.mean_s=L``: every call held L s): the oracle, and the noisy
+brain (the oracle behind the endpoint, seed-calibrated errors drawn on the client side,
+``--noise seed_calibrated``: configs/noise/seed_calibrated.yaml). For each brain and latency,
+``motormind eval`` runs the same libero_object episodes (task x init state pairs) twice at the same
+time, serial and overlapped (so both see the same machine load), each ``--concurrency`` episodes in
+flight. Printed per pair: successes, median steps, mean episode wall, the serial sum (the calls the
+serial loop waits for: camera probe, Planner, Executor, Verifier, plus motion, from each episode's
+record), the wall ratio (overlap / serial: of the mean walls, and the median of the per-episode
+ratios), the early calls asked / used / dropped per kind and the dropped calls' share of the model
+seconds, and the machine's load average while the pair ran. Goal: a wall ratio of at most 0.6 at
+5 s a call with no success lost. Never fails on speed; on a loaded machine the walls carry that load.
 """
 from __future__ import annotations
 
@@ -23,11 +27,14 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ON = ["--vlm-set", "overlap.speculate=true", "--vlm-set", "overlap.verify_ahead=true"]
+KINDS = ("speculate", "verify_ahead", "plan_with_probe")
+ON = [a for k in KINDS for a in ("--vlm-set", f"overlap.{k}=true")]
+WAITED = ("probe", "planner", "executor", "verifier")      # the calls the serial loop waits for
 
 
 def eval_cmd(out: Path, brain: str, latency: float, overlap: bool, a) -> list[str]:
@@ -48,24 +55,82 @@ def key(r: dict) -> tuple:
     return (r.get("suite"), r.get("task"), r.get("init_state"), r.get("seed"))
 
 
+def waited_s(r: dict) -> float:
+    """Model seconds of the calls the serial loop waits for (probe, Planner, Executor, Verifier) in one
+    episode's record, early calls included (with overlap, some of them ran beside motion)."""
+    p = Path(r.get("run_dir") or "") / "events.jsonl"
+    if not p.exists():
+        return float(r.get("vlm_s", 0.0) or 0.0)
+    s = 0.0
+    for line in p.read_text().splitlines():
+        if '"vlm_call"' not in line:
+            continue
+        e = json.loads(line)
+        if e.get("kind") == "vlm_call" and e.get("role") in WAITED:
+            s += float(e.get("latency_s", 0.0) or 0.0)
+    return s
+
+
 def figures(rs: list[dict]) -> dict:
     walls = [float(r["episode_s"]) for r in rs]
-    ov = {"asked": 0, "used": 0, "dropped": 0, "dropped_calls": 0, "dropped_s": 0.0}
+    ov = {k: {"asked": 0, "used": 0, "dropped": 0} for k in KINDS}
+    drop = {"calls": 0, "s": 0.0}
     for r in rs:
         o = r.get("overlap") or {}
-        for kind in ("speculate", "verify_ahead"):
+        for kind in KINDS:
             for k in ("asked", "used", "dropped"):
-                ov[k] += int((o.get(kind) or {}).get(k, 0))
+                ov[kind][k] += int((o.get(kind) or {}).get(k, 0))
         c = o.get("dropped_cost") or {}
-        ov["dropped_calls"] += int(c.get("calls", 0))
-        ov["dropped_s"] += float(c.get("s", 0.0))
-    vlm_s = sum(float(r.get("vlm_s", 0) or 0) + float(r.get("vlm_background_s", 0) or 0) for r in rs)
+        drop["calls"] += int(c.get("calls", 0))
+        drop["s"] += float(c.get("s", 0.0))
+    model = [waited_s(r) for r in rs]
+    vlm_all = sum(float(r.get("vlm_s", 0) or 0) + float(r.get("vlm_background_s", 0) or 0) for r in rs)
+    serial_sum = [m + float(r.get("motion_s", 0.0) or 0.0) for m, r in zip(model, rs)]
     return {"n": len(rs), "success": sum(bool(r["success"]) for r in rs),
             "steps_median": statistics.median([r["steps"] for r in rs]) if rs else 0,
             "calls": sum(int(r.get("vlm_calls", 0)) for r in rs),
             "wall_mean": statistics.fmean(walls) if walls else 0.0,
-            "wall_median": statistics.median(walls) if walls else 0.0, **ov,
-            "dropped_share": ov["dropped_s"] / vlm_s if vlm_s else 0.0}
+            "wall_median": statistics.median(walls) if walls else 0.0,
+            "model_mean": statistics.fmean(model) if model else 0.0,
+            "motion_mean": statistics.fmean([float(r.get("motion_s", 0) or 0) for r in rs]) if rs else 0.0,
+            "serial_sum_mean": statistics.fmean(serial_sum) if serial_sum else 0.0,
+            "ahead": ov, "dropped_calls": drop["calls"], "dropped_s": drop["s"],
+            "dropped_share": drop["s"] / vlm_all if vlm_all else 0.0}
+
+
+class Load:
+    """The 1-minute load average, sampled every 10 s while a pair runs (the machine is shared)."""
+
+    def __init__(self):
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(10)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._t.join()
+        s = self.samples or [0.0]
+        return {"mean": round(statistics.fmean(s), 2), "max": round(max(s), 2)}
+
+
+def line(brain: str, lat: float, row: dict) -> str:
+    s, o = row["serial"], row["overlap"]
+    ahead = ", ".join(f"{k} {v['asked']}/{v['used']}/{v['dropped']}" for k, v in o["ahead"].items() if v["asked"])
+    return (f"{brain:6s} {lat:g} s/call | serial: {s['success']}/{s['n']} ok, steps {s['steps_median']}, wall "
+            f"{s['wall_mean']:.1f} s (serial sum {s['serial_sum_mean']:.1f} = model {s['model_mean']:.1f} + motion "
+            f"{s['motion_mean']:.1f}), {s['calls']} calls | overlap: {o['success']}/{o['n']} ok, steps "
+            f"{o['steps_median']}, wall {o['wall_mean']:.1f} s, {o['calls']} calls; asked/used/dropped: "
+            f"{ahead or 'none'}; dropped {o['dropped_calls']} calls, {o['dropped_s']:.1f} s = "
+            f"{o['dropped_share']:.1%} of model time | wall ratio {row['ratio_mean_wall'] or float('nan'):.2f} "
+            f"(per episode median {row['ratio_paired_median'] or float('nan'):.2f}; overlap wall / serial sum "
+            f"{row['ratio_to_serial_sum'] or float('nan'):.2f}) | load {row['load']['mean']} (max "
+            f"{row['load']['max']}), {row['bench_s']:.0f} s")
 
 
 def main() -> int:
@@ -73,44 +138,53 @@ def main() -> int:
     ap.add_argument("--latencies", default="5,2")
     ap.add_argument("--brains", default="oracle,noisy")
     ap.add_argument("--suite", default="libero_object")
-    ap.add_argument("--tasks", default="0-9")
-    ap.add_argument("--inits", default="0-1")
-    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--tasks", default="0-4")
+    ap.add_argument("--inits", default="0-3")
+    ap.add_argument("--concurrency", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench-overlap"))
     a = ap.parse_args()
     base = Path(a.out)
-    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
+    base.mkdir(parents=True, exist_ok=True)
+    # a GL context per task in flight (sim/libero_pro/render.py keeps 3 by default; a worker that evicts one
+    # while its other episodes render was seen to crash with more tasks than that in flight)
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa"),
+           "MOTORMIND_RENDER_CONTEXTS": os.environ.get("MOTORMIND_RENDER_CONTEXTS", str(max(3, a.concurrency)))}
+    print(f"bench/overlap.py: {a.suite} tasks {a.tasks} x inits {a.inits}, {a.concurrency} in flight per mode; "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at start", flush=True)
     table = []
     for lat in [float(x) for x in a.latencies.split(",")]:
         for brain in a.brains.split(","):
             outs = {m: base / f"{brain}-{lat:g}s-{m}" for m in ("serial", "overlap")}
             t0 = time.monotonic()
-            base.mkdir(parents=True, exist_ok=True)
+            load = Load()
             procs = {m: subprocess.Popen(eval_cmd(o, brain, lat, m == "overlap", a), cwd=ROOT, env=env,
                                          stdout=subprocess.DEVNULL, stderr=open(base / f"{o.name}.log", "w"))
                      for m, o in outs.items()}
             for p in procs.values():
                 p.wait()
             got = {m: rows(o) for m, o in outs.items()}
+            common = set(map(key, got["serial"])) & set(map(key, got["overlap"]))
+            got = {m: [r for r in rs if key(r) in common] for m, rs in got.items()}    # the same episodes
             f = {m: figures(r) for m, r in got.items()}
             ser = {key(r): float(r["episode_s"]) for r in got["serial"]}
             paired = [float(r["episode_s"]) / ser[key(r)] for r in got["overlap"] if ser.get(key(r))]
-            row = {"brain": brain, "latency_s": lat, "serial": f["serial"], "overlap": f["overlap"],
-                   "ratio_mean_wall": f["overlap"]["wall_mean"] / f["serial"]["wall_mean"] if f["serial"]["wall_mean"] else None,
-                   "ratio_paired_median": statistics.median(paired) if paired else None,
-                   "bench_s": round(time.monotonic() - t0, 1)}
-            table.append(row)
             s, o = f["serial"], f["overlap"]
-            print(f"{brain:6s} {lat:g} s/call  serial: {s['success']}/{s['n']} ok, steps {s['steps_median']}, "
-                  f"wall mean {s['wall_mean']:.1f} s (median {s['wall_median']:.1f}), {s['calls']} calls | overlap: "
-                  f"{o['success']}/{o['n']} ok, steps {o['steps_median']}, wall mean {o['wall_mean']:.1f} s "
-                  f"(median {o['wall_median']:.1f}), {o['calls']} calls; ahead asked {o['asked']} used {o['used']} "
-                  f"dropped {o['dropped']} ({o['dropped_calls']} calls, {o['dropped_s']:.1f} s = "
-                  f"{o['dropped_share']:.1%} of VLM time) | wall ratio {row['ratio_mean_wall'] or float('nan'):.2f} "
-                  f"(paired median {row['ratio_paired_median'] or float('nan'):.2f})", flush=True)
+            row = {"brain": brain, "latency_s": lat, "serial": s, "overlap": o,
+                   "ratio_mean_wall": o["wall_mean"] / s["wall_mean"] if s["wall_mean"] else None,
+                   "ratio_paired_median": statistics.median(paired) if paired else None,
+                   "ratio_to_serial_sum": o["wall_mean"] / s["serial_sum_mean"] if s["serial_sum_mean"] else None,
+                   "success_lost": sorted(set(key(r) for r in got["serial"] if r["success"])
+                                          - set(key(r) for r in got["overlap"] if r["success"])),
+                   "success_won": sorted(set(key(r) for r in got["overlap"] if r["success"])
+                                         - set(key(r) for r in got["serial"] if r["success"])),
+                   "load": load.stop(), "bench_s": round(time.monotonic() - t0, 1)}
+            table.append(row)
+            print(line(brain, lat, row), flush=True)
+            if row["success_lost"] or row["success_won"]:
+                print(f"       episodes lost with overlap {row['success_lost']}, won {row['success_won']}", flush=True)
+            (base / "bench.json").write_text(json.dumps(table, indent=1))
     if not any(r["serial"]["n"] for r in table):
         print("no episode finished: see the .log files in", base)
-    (base / "bench.json").write_text(json.dumps(table, indent=1))
     print(f"wrote {base / 'bench.json'}")
     return 0
 

@@ -74,7 +74,7 @@ class EpisodeRunner:
         # the grip point's pixel in the convention the Executor's points are read in (the model family's)
         self.context.facts = PromptFacts.of_robot(robot, self.budget_left, self.marker.options,
                                                   lambda cam, w, h: convention_of(brain, "executor", w, h))
-        self.planner_c = PlannerComponent(Planner(brain, rec), self.cfg, self.context, self._emit, self._say)
+        self.planner_c = PlannerComponent(Planner(brain, self._tagged), self.cfg, self.context, self._emit, self._say)
         self.executor_c = ExecutorComponent(Executor(brain, self._tagged), self.cfg, self.context, self._say)
         self.verifier_c = VerifierComponent(Verifier(brain, rec), self.cfg, self.context)
         self.monitor_c = MonitorComponent(self.monitor, instruction) if self.monitor else None
@@ -272,10 +272,19 @@ class EpisodeRunner:
     def _run(self) -> EpisodeResult:
         m = self.machine
         state, images = self._look("start")
+        first = None                    # overlap.plan_with_probe: the first plan, asked beside the probe
+        if self.overlap.plan_with_probe and self._pool is not None and getattr(self.brain, "preflight", None):
+            first = self._spawn(lambda: self.planner_c.start(state, images), "plan_with_probe:plan")
+            self.rec("overlap_ask", overlap="plan_with_probe", batch_id="", for_batch="", subgoal_id="",
+                     tag="plan_with_probe:plan")
         self._preflight(images)
+        if first is not None:           # used only when the probe found the endpoint fit
+            unfit = self._unfit()
+            m.ahead_outcome("plan_with_probe", "plan_with_probe:plan",
+                            f"the probe found the endpoint unfit: {unfit}" if unfit else "")
         actions = m.start()
         if not m.over:
-            actions += m.plan(self.planner_c.start(state, images))
+            actions += m.plan(first.result() if first is not None else self.planner_c.start(state, images))
         while actions:
             actions += self._answer(actions.pop(0))
         return m.result

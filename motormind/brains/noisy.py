@@ -61,6 +61,9 @@ class NoisyBrain(BrainWrapper):
         self.started = False
         self.seen_rejection = ""                               # the last Controller rejection cleared on
         self.lock = threading.Lock()
+        self.tickets = 0                                       # calls asked (Monitor's apart), in order
+        self.done_turns = 0                                    # of them, those whose errors are drawn
+        self.turn = threading.Condition()
         if hasattr(inner, "on_plan"):
             inner.on_plan = self._on_plan
 
@@ -124,16 +127,42 @@ class NoisyBrain(BrainWrapper):
             if not hasattr(self.inner, "on_plan"):     # (with the hook, every plan arrives there)
                 if req.role == "planner" or (req.role == "executor" and self.plans == 0):
                     self._new_plan()           # no Planner (ablation): the instruction is the plan
+            ordered = req.role in ("executor", "verifier")      # the roles whose answers draw errors
+            if ordered:
+                ticket, self.tickets = self.tickets, self.tickets + 1
+        # the inner call runs unlocked (calls asked at once, episode/overlap.py, wait for the model
+        # together); the errors of their answers are drawn in the order they were asked, whatever
+        # order they end in
+        if not ordered:
             reply = self.inner.respond(req)
-            if req.role == "verifier":
-                return self._verdict(reply)
-            if req.role != "executor":
+            with self.lock:
                 return self._tag(reply, reply.text, list(reply.meta.get("injected", [])) if reply.meta else [])
-            obj = json.loads(reply.text)
-            notes = self._executor(obj.get("commands", []))
-            for n in notes:
-                self.injected[n] += 1
-            return self._tag(reply, json.dumps(obj), notes)
+        try:
+            reply = self.inner.respond(req)
+        except BaseException:
+            self._next_turn(ticket)
+            raise
+        with self.turn:
+            self.turn.wait_for(lambda: self.done_turns == ticket)
+            try:
+                with self.lock:
+                    if req.role == "verifier":
+                        return self._verdict(reply)
+                    obj = json.loads(reply.text)
+                    notes = self._executor(obj.get("commands", []))
+                    for n in notes:
+                        self.injected[n] += 1
+                    return self._tag(reply, json.dumps(obj), notes)
+            finally:
+                self.done_turns += 1
+                self.turn.notify_all()
+
+    def _next_turn(self, ticket: int) -> None:
+        """A call that raised draws nothing, but the calls asked after it wait for its turn."""
+        with self.turn:
+            self.turn.wait_for(lambda: self.done_turns == ticket)
+            self.done_turns += 1
+            self.turn.notify_all()
 
     def _rejected_batch(self, last_report: str) -> None:
         """The Controller rejected the last batch: its reason (the field, the limit) is in this
@@ -246,7 +275,12 @@ class NoisyBrain(BrainWrapper):
 
     # -- grounding errors, through the inner brain's plan hook ------------------------------------
     def _on_plan(self, subgoals: list, specs: dict) -> None:
-        """Called by the oracle for every plan it makes (its Planner's, or its whole-task script's)."""
+        """Called by the oracle for every plan it makes (its Planner's, or its whole-task script's),
+        inside its ``respond`` (which runs unlocked here)."""
+        with self.lock:
+            self._on_plan_locked(subgoals, specs)
+
+    def _on_plan_locked(self, subgoals: list, specs: dict) -> None:
         self._new_plan()
         scene = getattr(self.inner, "scene", None)
         if scene is None:

@@ -777,7 +777,7 @@ class OpenAIBrain(Brain):
         shape = np.asarray(images[names[0]]).shape
 
         def probe():
-            return probe_images(self, names, shape)
+            return probe_images(self, names, shape, at_once=self.overlap.plan_with_probe)
         shared = False
         if self.gate is not None:               # one probe per endpoint and camera set in a worker
             res, shared = self.gate.once(("probe", tuple(names), tuple(shape)), probe,

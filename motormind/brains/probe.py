@@ -112,8 +112,11 @@ def _prompt(values: dict) -> tuple[str, str]:
     return render("probe", {"schema": json.dumps(PROBE), **values})
 
 
-def probe_images(brain, names: list[str], shape) -> ProbeResult:
-    """Ask ``brain`` (an OpenAIBrain) the colour probe for ``names`` cameras of ``shape``."""
+def probe_images(brain, names: list[str], shape, at_once: bool = False) -> ProbeResult:
+    """Ask ``brain`` (an OpenAIBrain) the colour probe for ``names`` cameras of ``shape``. ``at_once``
+    (the VLM config's ``overlap.plan_with_probe``): the three calls are asked together, not one after
+    the other; the answers are read in the same order (the two calibration calls are wasted when the
+    first finds the images refused)."""
     import json
     imgs, expected = colour_images(names, shape)
     k = len(names)
@@ -124,13 +127,24 @@ def probe_images(brain, names: list[str], shape) -> ProbeResult:
     res = ProbeResult("inconclusive", expected=expected)
     t0 = time.perf_counter()
 
+    import threading
+    lock = threading.Lock()
+
     def ask(images: dict, padding: str = ""):
-        res.calls += 1
+        with lock:
+            res.calls += 1
         u = user if not padding else f"{padding}\n\n{user}"
         reply = brain.respond(BrainRequest("probe", "probe", system, u, PROBE, images, {}))
-        res.quirks += [q["quirk"] for q in (reply.meta or {}).get("quirks", [])]
+        with lock:
+            res.quirks += [q["quirk"] for q in (reply.meta or {}).get("quirks", [])]
         return reply, len(system) + len(u)
 
+    later = None
+    if at_once:
+        from concurrent.futures import ThreadPoolExecutor
+        pool = ThreadPoolExecutor(2, thread_name_prefix="probe")
+        later = (pool.submit(ask, {}), pool.submit(ask, {}, PADDING))
+        pool.shutdown(wait=False)
     try:
         seen, _ = ask(imgs)
     except BrainUnfit as e:
@@ -150,8 +164,8 @@ def probe_images(brain, names: list[str], shape) -> ProbeResult:
     except (ResponseError, MotorMindError) as e:
         res.message = f"the probe's answer could not be read ({e}); images unverified"
     try:
-        short, chars_short = ask({})
-        long_, chars_long = ask({}, PADDING)
+        short, chars_short = later[0].result() if later else ask({})
+        long_, chars_long = later[1].result() if later else ask({}, PADDING)
         if seen.input_tokens and short.input_tokens and long_.input_tokens:
             res.image_tokens = round((seen.input_tokens - short.input_tokens) / max(1, k), 2)
             r = (long_.input_tokens - short.input_tokens) / max(1, chars_long - chars_short)

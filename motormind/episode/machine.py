@@ -396,6 +396,17 @@ class EpisodeMachine:
                           reason=why)
         self.hooks.say(f"{p.kind} batch {p.batch_id} dropped: {clip(why, 120)}")
 
+    def ahead_outcome(self, kind: str, tag: str, dropped: str = "") -> None:
+        """A call the driver asked ahead itself (``plan_with_probe``: the first plan beside the camera
+        probe) was used, or dropped (``dropped``: why); counted and costed with the machine's own."""
+        self.overlap_log.append({"kind": kind, "batch_id": "", "tag": tag, "outcome": "dropped" if dropped else "used",
+                                 "reason": dropped})
+        if dropped:
+            self.hooks.record("overlap_dropped", overlap=kind, batch_id="", for_batch="", tag=tag, reason=dropped)
+            self.hooks.say(f"{kind} dropped: {clip(dropped, 120)}")
+        else:
+            self.hooks.record("overlap_used", overlap=kind, batch_id="", for_batch="", tag=tag)
+
     def _take_prepared(self):
         """The prepared proposal, when it is still what the loop head would ask for: (proposal, state,
         images), else None (dropped, with the reason recorded)."""

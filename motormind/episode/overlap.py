@@ -11,6 +11,10 @@ Two overlaps, each off by default (the plain serial loop, as the paper ran it):
                    dropped and the Executor asked again from the real report.
     verify_ahead   when a batch claims its subgoal, the Verifier and the Executor's first batch for the
                    next subgoal are asked at once; that batch runs only after an accepting verdict.
+    plan_with_probe  at the episode's start, the camera probe's three calls (``brains/probe.py``) are
+                   asked at once and the Planner's first call beside them, from the same look; the
+                   plan is used only when the probe finds the endpoint fit, otherwise dropped (the
+                   episode ends before its first plan, as in the serial loop). Nothing moves before.
 
 The episode machine (``machine.py``) owns both decisions; a dropped answer never reaches the Controller.
 """
@@ -31,23 +35,25 @@ OBJECT_TOLERANCE_MM = 5.0     # a scene-reading brain's objects within this of w
 class Overlap:
     speculate: bool = False       # ask the Executor for the next batch while one runs
     verify_ahead: bool = False    # ask the Verifier and the next subgoal's first batch at once
+    plan_with_probe: bool = False  # ask the camera probe's calls at once and the first plan beside them
 
     @property
     def any(self) -> bool:
-        return self.speculate or self.verify_ahead
+        return self.speculate or self.verify_ahead or self.plan_with_probe
 
     @classmethod
     def parse(cls, value, where: str = "overlap") -> "Overlap":
-        """``{}``/None (off), ``true`` (both on), ``false`` or ``{speculate: bool, verify_ahead: bool}``."""
+        """``{}``/None (off), ``true`` (all on), ``false`` or ``{speculate: bool, verify_ahead: bool,
+        plan_with_probe: bool}``."""
         if value is None or value == {}:
             return cls()
         if isinstance(value, bool):
-            return cls(value, value)
+            return cls(**{f.name: value for f in fields(cls)})
         if isinstance(value, Overlap):
             return value
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: must be true, false or {{speculate: bool, verify_ahead: bool}}, "
-                              f"got {value!r}")
+            raise ConfigError(f"{where}: must be true, false or {{speculate: bool, verify_ahead: bool, "
+                              f"plan_with_probe: bool}}, got {value!r}")
         known = [f.name for f in fields(cls)]
         bad = sorted(set(value) - set(known))
         if bad:

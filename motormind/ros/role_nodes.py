@@ -32,10 +32,10 @@ from .operator_proxy import OperatorProxy
 
 
 # issue 37: the overlap runs in-process only; a ROS 2 launch with it on is refused, not quietly serial
-OVERLAP_OVER_ROS = ("overlap: speculate and verify_ahead (episode/overlap.py) run in the in-process runner only "
-                    "(motormind run / eval); the ROS 2 Executor node cannot ask its brain beside the Controller and "
-                    "the Verifier nodes yet: set overlap: {} (or --vlm-set overlap.speculate=false "
-                    "overlap.verify_ahead=false) in the VLM config of a ROS 2 launch")
+OVERLAP_OVER_ROS = ("overlap: speculate, verify_ahead and plan_with_probe (episode/overlap.py) run in the in-process "
+                    "runner only (motormind run / eval); the ROS 2 Executor node cannot ask its brain beside the "
+                    "Controller and the Verifier nodes yet: set overlap: {} (or --vlm-set overlap=false) in the VLM "
+                    "config of a ROS 2 launch")
 # once the Controller's state is heard, how long a new task waits for its calibrations and scene facts
 # (latched, sent before its first state: they are there at once from a Controller that is up)
 SETUP_WAIT_S = 5.0

@@ -191,3 +191,42 @@ def test_a_controller_rejection_in_the_prompt_clears_once_per_rejected_batch():
     assert after("batch b1 status=done\n  [0] ...") == first
     assert after("batch b2 status=rejected reason: commands[3]: target outside the workspace box") == ["left", "forward"]
     assert b.cleared["wrong_direction"] == 1
+
+
+def test_calls_asked_at_once_wait_for_the_model_together_and_draw_in_the_order_asked():
+    """Calls asked at once (``overlap``: the Executor beside the Verifier or while a batch runs) are
+    in the inner brain together, not one after the other behind a lock; their errors are drawn in the
+    order they were asked, whatever order they end in: the same answers as asked one after the other."""
+    import threading
+
+    class Slow(Inner):
+        def __init__(self):
+            super().__init__()
+            self.second_in = threading.Event()
+            self.overlapped = None
+
+        def respond(self, req):
+            if req.user == "first":
+                self.overlapped = self.second_in.wait(5)   # the first ends only after the second came in
+            else:
+                self.second_in.set()
+            return super().respond(req)
+
+    noise = profile(wrong_direction=0.5, wrong_magnitude=0.5, premature_done=0.5)
+
+    def req(user):
+        return BrainRequest("executor", "executor", "", user, {})
+    serial = NoisyBrain(Inner(), noise, seed=3)
+    want = [json.loads(serial.respond(req(u)).text) for u in ("first", "second")]
+    inner = Slow()
+    b = NoisyBrain(inner, noise, seed=3)
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("first", json.loads(b.respond(req("first")).text)))
+    t.start()
+    while b.tickets < 1:                                   # the first has taken its turn
+        threading.Event().wait(0.001)
+    got["second"] = json.loads(b.respond(req("second")).text)
+    t.join(10)
+    assert inner.overlapped is True
+    assert [got["first"], got["second"]] == want
+    assert want[0] != want[1] or want[0]["commands"] != BATCH     # the draws did change something

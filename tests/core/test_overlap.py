@@ -189,7 +189,8 @@ def test_prediction_and_its_check():
 
 
 def test_overlap_settings_are_strict():
-    assert Overlap.parse(None) == Overlap() and Overlap.parse(True) == Overlap(True, True)
+    assert Overlap.parse(None) == Overlap() and Overlap.parse(True) == Overlap(True, True, True)
+    assert Overlap.parse(False) == Overlap() and not Overlap().any and Overlap(plan_with_probe=True).any
     assert Overlap.parse({"speculate": True}) == Overlap(speculate=True)
     with pytest.raises(ConfigError, match="overlap: unknown key"):
         Overlap.parse({"speculat": True})
@@ -243,3 +244,98 @@ def test_the_servers_cached_tokens_reach_the_call_record_and_the_totals():
     assert first.meta["cached_tokens"] == 0
     assert second.meta["cached_tokens"] >= 16 * (len(system) // 4 // 16) > 0
     assert brain.totals["cached_tokens"] == second.meta["cached_tokens"]
+
+
+class ProbingBrain(ScriptedBrain):
+    """A scripted brain with the openai brain's camera probe: ``unfit`` after it when told so; the probe
+    waits (up to 5 s) for the Planner's call to arrive, so it sees whether the plan was asked beside it."""
+
+    def __init__(self, script, finds_unfit=False):
+        import threading
+        self.asked_plan = threading.Event()
+        self.plan_during_probe = None
+        self.finds_unfit = finds_unfit
+        self.unfit = ""
+        super().__init__({**script, "planner": self._plan(script["planner"])})
+
+    def _plan(self, answers):
+        answers = list(answers)
+
+        def answer(req):
+            self.asked_plan.set()
+            return answers.pop(0) if len(answers) > 1 else answers[0]
+        return answer
+
+    def preflight(self, images):
+        self.plan_during_probe = self.asked_plan.wait(5.0 if self.overlap.plan_with_probe else 0.2)
+        if self.finds_unfit:
+            self.unfit = "images_ignored: the model answered without seeing the images"
+        return {"verdict": "unfit" if self.finds_unfit else "ok", "message": "probed"}
+
+
+def run_probing(tmp_path, brain, success=lambda r: False):
+    robot = FakeRobot()
+    rec = Recorder(tmp_path)
+    runner = EpisodeRunner(robot, brain, "test task", rec, EpisodeConfig(max_batches=3, monitor=False, memory=False),
+                           success_fn=lambda: success(robot))
+    res = runner.run()
+    rec.close()
+    return res, _events(tmp_path)
+
+
+def test_first_plan_asked_beside_the_probe_is_used_when_the_endpoint_is_fit(tmp_path):
+    brain = ProbingBrain({"planner": [ONE], "executor": [cmds(mv("forward", 20), DONE)]})
+    brain.overlap = Overlap(plan_with_probe=True)
+    res, ev = run_probing(tmp_path, brain)
+    assert brain.plan_during_probe is True                 # the Planner was asked while the probe ran
+    plan = next(e for e in ev if e["kind"] == "vlm_call" and e["role"] == "planner")
+    assert plan.get("ahead") == "plan_with_probe:plan"
+    assert [b for b, _ in ran(ev)][:1] == ["b1"]           # the plan's batch ran
+    assert any(e["kind"] == "overlap_used" and e["overlap"] == "plan_with_probe" for e in ev)
+    assert res.overlap["plan_with_probe"] == {"asked": 1, "used": 1, "dropped": 0}
+    assert res.overlap["dropped_cost"]["calls"] == 0
+
+
+def test_first_plan_asked_beside_the_probe_is_dropped_when_the_endpoint_is_unfit(tmp_path):
+    brain = ProbingBrain({"planner": [ONE], "executor": [cmds(mv("forward", 20), DONE)]}, finds_unfit=True)
+    brain.overlap = Overlap(plan_with_probe=True)
+    res, ev = run_probing(tmp_path, brain)
+    assert brain.plan_during_probe is True
+    assert ran(ev) == [] and not executor_calls(ev)        # nothing moved, no Executor asked
+    serial = ProbingBrain({"planner": [ONE], "executor": [cmds(mv("forward", 20), DONE)]}, finds_unfit=True)
+    serial.overlap = Overlap()
+    res0, ev0 = run_probing(tmp_path / "serial", serial)
+    assert (res.outcome, res.reason) == (res0.outcome, res0.reason) and "images_ignored" in res.reason
+    drop = next(e for e in ev if e["kind"] == "overlap_dropped")
+    assert drop["overlap"] == "plan_with_probe" and "unfit" in drop["reason"]
+    assert res.overlap["plan_with_probe"] == {"asked": 1, "used": 0, "dropped": 1}
+    assert res.overlap["dropped_cost"]["calls"] == 1       # the Planner's call, costed
+
+
+def test_without_plan_with_probe_the_plan_waits_for_the_probe(tmp_path):
+    brain = ProbingBrain({"planner": [ONE], "executor": [cmds(mv("forward", 20), DONE)]})
+    brain.overlap = Overlap(speculate=True)
+    res, ev = run_probing(tmp_path, brain)
+    assert brain.plan_during_probe is False
+    assert not any(e.get("ahead") for e in ev if e["kind"] == "vlm_call" and e["role"] == "planner")
+    assert "plan_with_probe" not in (res.overlap or {})
+
+
+def test_the_probes_three_calls_are_asked_at_once_with_plan_with_probe():
+    """``overlap.plan_with_probe`` also asks the camera probe's three calls together: the server sees
+    them in flight at once (serve-brain's latency model holds each 0.3 s), with the same verdict and
+    calibration as the probe asked one call after the other."""
+    import numpy as np
+    from motormind.brains.openai_brain import OpenAIBrain, load_vlm_config
+    from motormind.serve.server import BrainServer
+    images = {"agentview": np.zeros((32, 32, 3), np.uint8), "wrist": np.zeros((32, 32, 3), np.uint8)}
+    out = {}
+    for mode in ("false", "true"):
+        with BrainServer(ScriptedBrain({}), latency={"mean_s": 0.3}) as srv:
+            b = OpenAIBrain(load_vlm_config("local-oracle", [f"base_url={srv.url}", "serve=null",
+                                                             f"overlap.plan_with_probe={mode}"]))
+            got = b.preflight(images)
+            out[mode] = (got["verdict"], b.calibration, srv.stats()["requests"], srv.stats()["peak_in_flight"])
+            b.close()
+    assert out["false"][:3] == out["true"][:3] and out["true"][0] == "ok" and out["true"][2] == 3
+    assert out["false"][3] == 1 and out["true"][3] == 3
