@@ -55,20 +55,25 @@ def key(r: dict) -> tuple:
     return (r.get("suite"), r.get("task"), r.get("init_state"), r.get("seed"))
 
 
-def waited_s(r: dict) -> float:
-    """Model seconds of the calls the serial loop waits for (probe, Planner, Executor, Verifier) in one
-    episode's record, early calls included (with overlap, some of them ran beside motion)."""
+def from_record(r: dict) -> tuple[float, float]:
+    """(model seconds of the calls the serial loop waits for: probe, Planner, Executor, Verifier, early
+    calls included; seconds from the first call, the probe's, to the first plan) from one episode's record."""
     p = Path(r.get("run_dir") or "") / "events.jsonl"
     if not p.exists():
-        return float(r.get("vlm_s", 0.0) or 0.0)
-    s = 0.0
+        return float(r.get("vlm_s", 0.0) or 0.0), 0.0
+    s, first, plan = 0.0, None, None
     for line in p.read_text().splitlines():
-        if '"vlm_call"' not in line:
+        if '"vlm_call"' not in line and '"plan"' not in line:
             continue
         e = json.loads(line)
-        if e.get("kind") == "vlm_call" and e.get("role") in WAITED:
-            s += float(e.get("latency_s", 0.0) or 0.0)
-    return s
+        if e.get("kind") == "vlm_call":
+            lat = float(e.get("latency_s", 0.0) or 0.0)
+            first = min(first if first is not None else 1e18, float(e["t"]) - lat)
+            if e.get("role") in WAITED:
+                s += lat
+        elif e.get("kind") == "plan" and plan is None:
+            plan = float(e["t"])
+    return s, (plan - first) if plan is not None and first is not None else 0.0
 
 
 def figures(rs: list[dict]) -> dict:
@@ -83,7 +88,9 @@ def figures(rs: list[dict]) -> dict:
         c = o.get("dropped_cost") or {}
         drop["calls"] += int(c.get("calls", 0))
         drop["s"] += float(c.get("s", 0.0))
-    model = [waited_s(r) for r in rs]
+    rec = [from_record(r) for r in rs]
+    model = [m for m, _ in rec]
+    start = [st for _, st in rec]
     vlm_all = sum(float(r.get("vlm_s", 0) or 0) + float(r.get("vlm_background_s", 0) or 0) for r in rs)
     serial_sum = [m + float(r.get("motion_s", 0.0) or 0.0) for m, r in zip(model, rs)]
     return {"n": len(rs), "success": sum(bool(r["success"]) for r in rs),
@@ -94,6 +101,8 @@ def figures(rs: list[dict]) -> dict:
             "model_mean": statistics.fmean(model) if model else 0.0,
             "motion_mean": statistics.fmean([float(r.get("motion_s", 0) or 0) for r in rs]) if rs else 0.0,
             "serial_sum_mean": statistics.fmean(serial_sum) if serial_sum else 0.0,
+            "start_mean": statistics.fmean(start) if start else 0.0,          # to the first plan
+            "after_plan_mean": statistics.fmean([float(r["episode_s"]) - st for r, st in zip(rs, start)]) if rs else 0.0,
             "ahead": ov, "dropped_calls": drop["calls"], "dropped_s": drop["s"],
             "dropped_share": drop["s"] / vlm_all if vlm_all else 0.0}
 
@@ -127,7 +136,9 @@ def line(brain: str, lat: float, row: dict) -> str:
             f"{s['motion_mean']:.1f}), {s['calls']} calls | overlap: {o['success']}/{o['n']} ok, steps "
             f"{o['steps_median']}, wall {o['wall_mean']:.1f} s, {o['calls']} calls; asked/used/dropped: "
             f"{ahead or 'none'}; dropped {o['dropped_calls']} calls, {o['dropped_s']:.1f} s = "
-            f"{o['dropped_share']:.1%} of model time | wall ratio {row['ratio_mean_wall'] or float('nan'):.2f} "
+            f"{o['dropped_share']:.1%} of model time | to the first plan {s['start_mean']:.1f} -> {o['start_mean']:.1f} "
+            f"s, after it {s['after_plan_mean']:.1f} -> {o['after_plan_mean']:.1f} s "
+            f"| wall ratio {row['ratio_mean_wall'] or float('nan'):.2f} "
             f"(per episode median {row['ratio_paired_median'] or float('nan'):.2f}; overlap wall / serial sum "
             f"{row['ratio_to_serial_sum'] or float('nan'):.2f}) | load {row['load']['mean']} (max "
             f"{row['load']['max']}), {row['bench_s']:.0f} s")
