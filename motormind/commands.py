@@ -33,6 +33,7 @@ import numpy as np
 
 from . import SCHEMA_VERSION
 from .errors import CommandError
+from .messages import Batch
 from .profile import RobotProfile, apart
 from .strict_json import check_depth, decode_json, finite_number, show
 
@@ -254,24 +255,6 @@ COMMON_DOC = (f"Every command may carry a `note` (at most {NOTE_MAX_CHARS} chara
               "the report with its command, and never acted on.")
 COMMON_PROMPT = (f'Any command may carry "note": "..." (at most {NOTE_MAX_CHARS} characters): echoed in the report, '
                  "never acted on.")
-
-
-@dataclass(frozen=True)
-class Batch:
-    batch_id: str
-    subgoal_id: str
-    commands: tuple
-    source: str = ""         # who proposed it: "executor", "operator", ...
-    raw: dict = field(default_factory=dict, compare=False, hash=False)
-    profile: RobotProfile | None = field(default=None, compare=False, hash=False, repr=False)   # checked against
-
-    @property
-    def claims_done(self) -> bool:
-        return any(isinstance(c, Done) for c in self.commands)
-
-    def to_json(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "batch_id": self.batch_id, "subgoal_id": self.subgoal_id,
-                "commands": [c.to_json() for c in self.commands]}
 
 
 @dataclass

@@ -33,16 +33,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from . import SCHEMA_VERSION
 from .commands import BATCH_FIELDS
 from .episode.book import unfit_reason
 from .episode.config import EpisodeConfig
 from .grounding.points import Grounding, replan_of
 from .results import Status
 from .roles.base import quote_id, quote_text
-from .roles.planner import Subgoal
+from .messages import CommandResult, Escalation, PlanDecision, Report, Subgoal, Verdict
 from .roles.facts import PromptFacts
-from .roles.verifier import Verdict
 from .text import clip
 from .views import describe as describe_views
 from .vocabulary import prompt_block
@@ -52,33 +50,29 @@ def _noop(*_a, **_k) -> None:
     return None
 
 
-def brief_report(rep: dict | None) -> str:
-    """A report as the Executor and Verifier read it (``rep``: ``Report.to_json()``). What it echoes
-    (the batch id, statuses, reasons: a cancel's or an operator's text among them) is quoted as data
-    where it is not a token (``roles.base.quote_id``, ``quote_text``): the report's lines are the only
-    lines it makes."""
+def brief_report(rep: Report | None) -> str:
+    """A report as the Executor and Verifier read it. What it echoes (the batch id, statuses, reasons:
+    a cancel's or an operator's text among them) is quoted as data where it is not a token
+    (``roles.base.quote_id``, ``quote_text``): the report's lines are the only lines it makes. A brain
+    decides on the report's facts (``report_facts``), not on this prose."""
     if rep is None:
         return "none yet (this is the first batch)"
-    d = rep.to_json() if hasattr(rep, "to_json") else rep
-    lines = [f"batch {quote_id(d['batch_id'])} status={quote_id(d['status'])}"
-             + (f" reason: {quote_text(d['reason'])}" if d["reason"] else "")]
+    lines = [f"batch {quote_id(rep.batch_id)} status={quote_id(rep.status.value)}"
+             + (f" reason: {quote_text(rep.reason)}" if rep.reason else "")]
     js = lambda v: json.dumps(v, default=str)  # noqa: E731
-    for r in d["results"]:
-        achieved = {k: v for k, v in (r["achieved"] or {}).items() if k != "rotation_vector_deg"}
-        lines.append(f"  [{js(r['index'])}] {js(r['command'])} -> {quote_id(r['status'])}"
-                     + (f" commanded={js(r['commanded'])}" if r["commanded"] else "")
-                     + (f" achieved={js(achieved)}" if r["achieved"] else "")
-                     + (f" ({quote_text(r['reason'])})" if r["reason"] else ""))
+    for r in rep.results:
+        achieved = {k: v for k, v in (r.achieved or {}).items() if k != "rotation_vector_deg"}
+        lines.append(f"  [{js(r.index)}] {js(r.command)} -> {quote_id(r.status.value)}"
+                     + (f" commanded={js(r.commanded)}" if r.commanded else "")
+                     + (f" achieved={js(achieved)}" if r.achieved else "")
+                     + (f" ({quote_text(r.reason)})" if r.reason else ""))
     return "\n".join(lines)
 
 
-def subgoals_from_json(items) -> list[Subgoal]:
-    return [Subgoal(s["id"], s["description"], s["success_criterion"]) for s in items or []]
-
-
-def verdict_from_json(d: dict) -> Verdict:
-    return Verdict(d.get("subgoal_id", ""), bool(d.get("achieved")), d.get("evidence", ""), d.get("brain", ""),
-                   bool(d.get("failed_safe", False)), bool(d.get("replan", False)))
+def report_context(rep: Report | None) -> dict:
+    """The prompt values of the report a role reads: its prose (``last_report``, what the prompt shows)
+    and its facts (``report_facts``, what a brain that decides in code reads: the oracle)."""
+    return {"last_report": brief_report(rep), "report_facts": rep.facts if rep is not None else {}}
 
 
 class Context:
@@ -130,54 +124,6 @@ class Context:
 
 
 # -- planning ---------------------------------------------------------------------------------------
-@dataclass
-class PlanDecision:
-    """The Planner's answer to a task or a replan request: the ``plan`` message.
-
-    kind: ``plan`` (a new plan: start at its first subgoal), ``keep`` (replanning is disabled: go on
-    with the current plan), ``gave_up`` (no usable plan, or the replan limit: the episode ends)."""
-    kind: str
-    plan: list = field(default_factory=list)
-    reason: str = ""                  # the replan reason (plan, keep) or why the planner gave up
-    replans: int = 0
-    plan_id: int = 0
-    brain: str = ""
-    privileged: bool = False
-    seq: int = 0                      # every decision of this Planner, in order
-    verdict: dict | None = None       # the rejected verdict that caused it (so a reader that has not
-                                      # seen that verdict yet can take it into account first)
-
-    def to_json(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "decision": self.kind, "plan_id": self.plan_id, "seq": self.seq,
-                "subgoals": [asdict(s) for s in self.plan], "reason": self.reason, "replans": self.replans,
-                "brain": self.brain, "privileged": self.privileged, "verdict": self.verdict}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "PlanDecision":
-        return cls(d["decision"], subgoals_from_json(d.get("subgoals")), d.get("reason", ""),
-                   int(d.get("replans", 0)), int(d.get("plan_id", 0)), d.get("brain", ""),
-                   bool(d.get("privileged", False)), int(d.get("seq", 0)), d.get("verdict"))
-
-
-@dataclass
-class Escalation:
-    """The Executor asks for a replan: a subgoal keeps failing, or every subgoal was verified."""
-    reason: str
-    exhausted: bool = False           # every subgoal of the plan was verified
-    plan_id: int = 0
-    subgoal_id: str = ""
-    requested: bool = False           # the Executor asked for a new plan (its ``replan`` answer)
-
-    def to_json(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "reason": self.reason, "exhausted": self.exhausted,
-                "plan_id": self.plan_id, "subgoal_id": self.subgoal_id, "requested": self.requested}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Escalation":
-        return cls(d.get("reason", ""), bool(d.get("exhausted", False)), int(d.get("plan_id", 0)),
-                   d.get("subgoal_id", ""), bool(d.get("requested", False)))
-
-
 Observe = Callable[[str], tuple]      # label -> (state dict, images): a fresh look, taken only when needed
 
 
@@ -285,7 +231,7 @@ class Proposal:
 class Ahead:
     """What an Executor call made before its time is asked from (``ExecutorComponent.propose``)."""
     subgoal: Subgoal
-    report: dict | None               # the report it reads: the expected one (speculation) or the claim's
+    report: Report | None             # the report it reads: the expected one (speculation) or the claim's
     verdict: Verdict | None = None    # the verdict it reads (None: the last one)
 
 
@@ -307,7 +253,7 @@ class ExecutorComponent:
         self.plan_id = 0
         self.idx = 0
         self.fails = 0
-        self.last_report: dict | None = None
+        self.last_report: Report | None = None
         self.last_verdict: Verdict | None = None
 
     @property
@@ -354,7 +300,7 @@ class ExecutorComponent:
         limit, looks = self.cfg.max_looks, 0
         while True:
             ctx = {**self.ctx.base(state, self.plan), "subgoal_id": sg.id, "subgoal": sg.description,
-                   "criterion": sg.success_criterion, "last_report": brief_report(last_report),
+                   "criterion": sg.success_criterion, **report_context(last_report),
                    "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
                    "batch_id": batch_id}
             ctx, shown = self.ctx.grounded("executor", ctx, state, images, looks_left=max(0, limit - looks))
@@ -399,19 +345,19 @@ class ExecutorComponent:
             self.ctx.grounding.take("executor", prop.answer)
 
     @staticmethod
-    def wants_verdict(report: dict) -> bool:
+    def wants_verdict(report: Report) -> bool:
         """A report that claims its subgoal (done, with a ``done`` command) needs the Verifier."""
-        return Status(report["status"]) is Status.DONE and bool(report.get("claims_done"))
+        return report.status is Status.DONE and report.claims_done
 
-    def on_report(self, report: dict) -> AfterReport:
+    def on_report(self, report: Report) -> AfterReport:
         self.last_report = report
         if self.wants_verdict(report):
             return AfterReport(verify=True)
-        if Status(report["status"]) is not Status.DONE:
+        if report.status is not Status.DONE:
             self.fails += 1
             if self.fails >= self.cfg.max_failures_per_subgoal:
                 return AfterReport(escalate=self._escalation(
-                    f"{self.fails} batches on {self.subgoal.id} failed; last: {report.get('reason', '')}"))
+                    f"{self.fails} batches on {self.subgoal.id} failed; last: {report.reason}"))
         return AfterReport()
 
     def on_verdict(self, verdict: Verdict) -> Escalation | None:
@@ -435,21 +381,21 @@ class VerifierComponent:
 
     wants = staticmethod(ExecutorComponent.wants_verdict)     # the one rule: a claim of a done batch
 
-    def verify(self, subgoal: Subgoal, plan: list[Subgoal], report: dict, state: dict, images: dict,
+    def verify(self, subgoal: Subgoal, plan: list[Subgoal], report: Report, state: dict, images: dict,
                last_verdict: Verdict | None = None) -> Verdict:
         if not self.cfg.verifier:
             return Verdict(subgoal.id, True, "verifier disabled (ablation): claim accepted", "none")
         ctx = {**self.ctx.base(state, plan), "subgoal_id": subgoal.id, "subgoal": subgoal.description,
-               "criterion": subgoal.success_criterion, "last_report": brief_report(report),
+               "criterion": subgoal.success_criterion, **report_context(report),
                "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
-               "batch_id": report.get("batch_id", "")}
+               "batch_id": report.batch_id}
         ctx, images = self.ctx.grounded("verifier", ctx, state, images)
         verdict, answer = self.verifier.verify(ctx, images, with_answer=True)
         if answer is not None:
             self.ctx.grounding.take("verifier", answer)
             if verdict.replan:
                 self.ctx.grounding.record("replan_request", role="verifier", reason=verdict.evidence,
-                                          subgoal_id=subgoal.id, batch_id=report.get("batch_id", ""))
+                                          subgoal_id=subgoal.id, batch_id=report.batch_id)
         return verdict
 
 
@@ -526,13 +472,9 @@ def review_batch(operator, batch: dict, record: Callable, say: Callable, abort: 
         r.decision, "executor"), r.note
 
 
-def operator_rejection(batch: dict, note: str, state: dict) -> dict:
+def operator_rejection(batch: dict, note: str, state: dict) -> Report:
     """The report of a batch the operator rejected: every command rejected, nothing moved."""
-    from .controller import Report
     why = note if note.startswith(("rejected", "not run")) else "rejected by the operator" + (f": {note}" if note else "")
-    out = Report(batch.get("batch_id", ""), batch.get("subgoal_id", ""), "rejected", [], reason=why,
-                 start_state=state, end_state=state, source="operator").to_json()
-    out["results"] = [{"index": i, "command": c, "status": "rejected", "reason": why, "commanded": {},
-                       "achieved": {}, "duration_s": 0.0, "steps": 0}
-                      for i, c in enumerate(batch.get("commands") or [])]
-    return out
+    results = tuple(CommandResult(i, c, "rejected", why) for i, c in enumerate(batch.get("commands") or []))
+    return Report(batch.get("batch_id", ""), batch.get("subgoal_id", ""), "rejected", results, reason=why,
+                  start_state=state, end_state=state, source="operator")

@@ -25,18 +25,17 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from . import SCHEMA_VERSION
-from .commands import Batch, Done, Gripper, Move, Rotate, Wait, check_batch
+from .commands import Done, Gripper, Move, Rotate, Wait, check_batch
 from .errors import CommandError, ConfigError, RobotFault
 from .geometry import angle_between, axis_angle_to_mat, quat_to_mat, rot_error
 from .grasp import GraspTracker
+from .messages import Batch, CommandResult, Report
 from .profile import apart
-from .results import BATCH_PRECEDENCE, FaultKind, Status
+from .results import BATCH_PRECEDENCE, Status
 from .robot import Motion, MotionResult, Observation, Robot
 from .strict_json import check_depth, decode_json, show, writable
 
@@ -57,70 +56,6 @@ class CancelToken:
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
-
-
-@dataclass
-class CommandResult:
-    index: int
-    command: dict
-    status: str
-    reason: str = ""
-    commanded: dict = field(default_factory=dict)   # translation_mm [x,y,z], rotation_deg, gripper
-    achieved: dict = field(default_factory=dict)
-    duration_s: float = 0.0
-    steps: int = 0
-    motion: dict | None = None
-    passed_target: np.ndarray | None = None   # a move passed through (blended): the target it was aimed at
-    settle_steps: int = 0                     # ... and the steps it took to stop there afterwards
-    fault_kind: FaultKind | None = None       # status fault: the backend's RobotFault.kind
-
-    def __post_init__(self) -> None:
-        self.status = Status(self.status)
-
-    def to_json(self) -> dict:
-        return {"index": self.index, "command": self.command, "status": self.status.value, "reason": self.reason,
-                "commanded": self.commanded, "achieved": self.achieved,
-                "duration_s": round(self.duration_s, 4), "steps": self.steps,
-                **({"fault_kind": self.fault_kind.value} if self.fault_kind else {})}
-
-
-@dataclass
-class Report:
-    batch_id: str
-    subgoal_id: str
-    status: str
-    results: list
-    claims_done: bool = False
-    reason: str = ""
-    estop: bool = False
-    start_state: dict = field(default_factory=dict)
-    end_state: dict = field(default_factory=dict)
-    duration_s: float = 0.0
-    steps: int = 0
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        self.status = Status(self.status)
-
-    @property
-    def fault_kind(self) -> FaultKind | None:
-        """The kind of the fault that ended the batch (None: no fault)."""
-        return next((r.fault_kind for r in self.results if r.fault_kind is not None), None)
-
-    def to_json(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "batch_id": self.batch_id, "subgoal_id": self.subgoal_id,
-                "status": self.status.value, "reason": self.reason, "claims_done": self.claims_done,
-                "fault_kind": self.fault_kind.value if self.fault_kind else None,
-                "estop": self.estop, "source": self.source,
-                "results": [r.to_json() for r in self.results], "start_state": self.start_state,
-                "end_state": self.end_state, "duration_s": round(self.duration_s, 4), "steps": self.steps}
-
-    def summary(self) -> str:
-        counts: dict = {}
-        for r in self.results:
-            counts[r.status] = counts.get(r.status, 0) + 1
-        parts = ", ".join(f"{n} {s}" for s, n in counts.items())
-        return f"batch {self.batch_id}: {self.status} ({parts}){' - ' + self.reason if self.reason else ''}"
 
 
 def _mm(v) -> list:
@@ -319,9 +254,9 @@ class Controller:
                 results = [CommandResult(i, writable(c if isinstance(c, dict) else {"value": c}), "rejected",
                                          reasons[i] if i < len(reasons) else why)
                            for i, c in enumerate(raw)]
-            rep = Report(bid, sgid, "rejected", results, reason=why, estop=self._estop.is_set(),
+            rep = Report(bid, sgid, "rejected", tuple(results), reason=why, estop=self._estop.is_set(),
                          start_state=obs0.state_dict(), end_state=obs0.state_dict(),
-                         duration_s=self.clock() - t0, source=source)
+                         duration_s=self.clock() - t0, source=source, held_mm=self._held_mm())
             self.on_event("report", rep.to_json())
             return rep
 
@@ -402,10 +337,12 @@ class Controller:
         self.current = None
         statuses = [r.status for r in results]
         status = next((s for s in BATCH_PRECEDENCE if s in statuses), Status.DONE)
-        rep = Report(bid, sgid, status, results, claims_done=batch.claims_done and status == "done",
+        contact = status is Status.BLOCKED and any(r.contact for r in results)
+        rep = Report(bid, sgid, status, tuple(results), claims_done=batch.claims_done and status == "done",
                      reason=stop_reason.removeprefix("not run: ") if stop_reason else "",
                      estop=self._estop.is_set(), start_state=obs0.state_dict(), end_state=obs.state_dict(),
-                     duration_s=self.clock() - t0, steps=steps_total, source=source)
+                     duration_s=self.clock() - t0, steps=steps_total, source=source, contact=contact,
+                     stalled=status is Status.BLOCKED and not contact, held_mm=self._held_mm())
         self.on_event("report", rep.to_json())
         return rep
 
@@ -506,6 +443,7 @@ class Controller:
         end = self.robot.observe()
         achieved = self._achieved(obs, end, r0)
         status, reason = "done", mres.note
+        contact = False        # blocked against something: the reason says "stopped by contact"
         if mres.stopped:
             status, reason = "cancelled", self._stopped_reason(mres, estops0)
         elif motion.kind == "move":
@@ -522,7 +460,7 @@ class Controller:
             elif err_mm > tol.position_mm:
                 achieved_txt = f"achieved {along:.1f} of {cmd.distance_mm:g} mm along the commanded direction"
                 if mres.contact or err_mm > tol.continue_mm:
-                    status = "blocked"
+                    status, contact = "blocked", mres.contact
                     reason = (f"{'stopped by contact: ' if mres.contact else ''}{achieved_txt}; "
                               f"error {apart(err_mm, tol.position_mm, '.1f')} mm > tolerance {tol.position_mm:g} mm"
                               + (f" ({mres.note})" if mres.note else ""))
@@ -538,7 +476,7 @@ class Controller:
                                             f"at most {tol.blend_fraction:g} of its {abs(cmd.angle_deg):g} deg",
                                             commanded, achieved, t0, mres, motion), end, rot_goal
             if err_deg > tol.rotation_deg:
-                status = "blocked"
+                status, contact = "blocked", mres.contact
                 reason = (f"{'stopped by contact: ' if mres.contact else ''}rotation error "
                           f"{apart(err_deg, tol.rotation_deg, '.1f')} deg "
                           f"> tolerance {tol.rotation_deg:g} deg" + (f" ({mres.note})" if mres.note else ""))
@@ -553,7 +491,7 @@ class Controller:
             else:
                 reason = said + (f" ({mres.note})" if mres.note and not mres.contact else "")
         return (CommandResult(i, cj, status, reason, commanded, achieved, self.clock() - t0, mres.steps,
-                              motion.to_json()), end, rot_goal)
+                              motion.to_json(), contact=contact), end, rot_goal)
 
     def _guarded(self, cmd: Move, mres: MotionResult, err_mm: float, along: float) -> tuple[str, str]:
         """(status, reason) of a guarded move (``until: contact``). Contact is what it was sent to find:
@@ -572,6 +510,10 @@ class Controller:
         return "blocked", (f"guarded move: stopped without contact {got}, error {apart(err_mm, tol.position_mm, '.1f')} "
                            f"mm > tolerance "
                            f"{tol.position_mm:g} mm{note}")
+
+    def _held_mm(self) -> float | None:
+        """The gap an object is held at now (the grasp tracker's; None: nothing held), for the report."""
+        return None if self.grasp.held_mm is None else round(float(self.grasp.held_mm), 2)
 
     @staticmethod
     def _say_grasp(res: "CommandResult", said: str) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .messages import EventKind
 from .strict_json import UNWRITABLE, writable
 
 
@@ -216,7 +217,7 @@ def vlm_totals(rec: Recorder) -> dict:
 
     def listen(ev: dict) -> None:
         k = ev["kind"]
-        if k == "vlm_call":
+        if k == EventKind.VLM_CALL:
             meta = ev.get("meta") or {}
             tot["calls"] += 1
             tot["ok"] += bool(ev.get("ok"))

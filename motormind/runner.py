@@ -16,7 +16,7 @@ from typing import Callable
 
 from .components import (Context, ExecutorComponent, MonitorComponent, PlannerComponent, VerifierComponent,
                          operator_rejection, review_batch)
-from .controller import CancelToken, Controller, Report
+from .controller import CancelToken, Controller
 from .episode.book import EpisodeResult
 from .episode.config import EpisodeConfig
 from .episode.machine import (AwaitPlan, Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks,
@@ -24,6 +24,7 @@ from .episode.machine import (AwaitPlan, Deliver, End, EpisodeMachine, Escalate,
 from .episode.overlap import OFF, Overlap
 from .grounding.marks import Marker, options_of
 from .grounding.points import Grounding, convention_of
+from .messages import EventKind, Report
 from .record import Recorder
 from .roles.executor import Executor
 from .roles.facts import PromptFacts
@@ -123,7 +124,7 @@ class EpisodeRunner:
         return self.machine.motion_s
 
     def _count_call(self, ev: dict) -> None:
-        if ev["kind"] == "vlm_call":
+        if ev["kind"] == EventKind.VLM_CALL:
             self.vlm["calls"] += 1
             self.vlm["s"] += float(ev.get("latency_s", 0.0))
             self.vlm["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
@@ -141,7 +142,7 @@ class EpisodeRunner:
     def _tagged(self, kind: str, **data) -> None:
         """The Executor's record: a call made ahead carries its tag (``ahead``), so it is costed apart."""
         tag = getattr(self._tag, "value", "")
-        self.rec(kind, **({**data, "ahead": tag} if tag and kind == "vlm_call" else data))
+        self.rec(kind, **({**data, "ahead": tag} if tag and kind == EventKind.VLM_CALL else data))
 
     def _spawn(self, fn: Callable, tag: str):
         def run():
@@ -295,18 +296,18 @@ class EpisodeRunner:
         if isinstance(a, Execute):
             sg = self.executor_c.subgoal
             self.rec("batch", batch=a.batch, brain=a.brain, privileged=a.privileged, source=a.source)
-            rep = self._execute(a.batch, sg).to_json()
-            self._emit("report", **rep)
+            rep = self._execute(a.batch, sg)
+            self._emit(EventKind.REPORT, **rep.to_json())
             return m.report(rep)
         if isinstance(a, Deliver):
-            self._emit("report", **a.report)
+            self._emit(EventKind.REPORT, **a.report.to_json())
             return m.report(a.report)
         if isinstance(a, Verify):
             sg, rep = a.subgoal, a.report
             state, images = self._look(f"verify {sg.id}")
             verdict = self.verifier_c.verify(sg, self.executor_c.plan, rep, state, images, self.executor_c.last_verdict)
-            self._emit("verdict", **verdict.to_json())
-            return m.verdict(verdict, rep["batch_id"])
+            self._emit(EventKind.VERDICT, **verdict.to_json())
+            return m.verdict(verdict, rep.batch_id)
         if isinstance(a, Escalate):
             return m.plan(self.planner_c.on_escalation(a.escalation, self._look))
         if isinstance(a, AwaitPlan):

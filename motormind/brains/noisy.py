@@ -59,7 +59,7 @@ class NoisyBrain(BrainWrapper):
         self.active: dict = {}                                 # kind -> its parameters, while it persists
         self.plans = 0
         self.started = False
-        self.seen_rejection = ""                               # the last Controller rejection cleared on
+        self.seen_rejection = ""                               # the batch of the last Controller rejection cleared on
         self.lock = threading.Lock()
         self.tickets = 0                                       # calls asked (Monitor's apart), in order
         self.done_turns = 0                                    # of them, those whose errors are drawn
@@ -123,7 +123,7 @@ class NoisyBrain(BrainWrapper):
         with self.lock:
             self._start()
             if req.role == "executor":
-                self._rejected_batch(str((req.context or {}).get("last_report") or ""))
+                self._rejected_batch((req.context or {}).get("report_facts") or {})
             if not hasattr(self.inner, "on_plan"):     # (with the hook, every plan arrives there)
                 if req.role == "planner" or (req.role == "executor" and self.plans == 0):
                     self._new_plan()           # no Planner (ablation): the instruction is the plan
@@ -164,12 +164,13 @@ class NoisyBrain(BrainWrapper):
             self.done_turns += 1
             self.turn.notify_all()
 
-    def _rejected_batch(self, last_report: str) -> None:
-        """The Controller rejected the last batch: its reason (the field, the limit) is in this
-        prompt, new evidence like a Verifier's rejection (each rejected batch counted once)."""
-        head = last_report.split("\n", 1)[0]
-        if " status=rejected" in head and head != self.seen_rejection:
-            self.seen_rejection = head
+    def _rejected_batch(self, facts: dict) -> None:
+        """The Controller rejected the last batch (``facts``: its report's, ``messages.Report.facts``):
+        its reason (the field, the limit) is in this prompt, new evidence like a Verifier's rejection
+        (each rejected batch counted once)."""
+        bid = str(facts.get("batch_id") or "")
+        if facts.get("status") == "rejected" and bid != self.seen_rejection:
+            self.seen_rejection = bid
             self._clear("controller rejection")
 
     def _tag(self, reply: BrainReply, text: str, notes: list) -> BrainReply:

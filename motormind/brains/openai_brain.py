@@ -58,6 +58,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
+from ..answers import extract_json
 from ..errors import BrainUnfit, ConfigError, MotorMindError, yaml_error
 from .base import Brain, BrainReply, BrainRequest
 from ..grounding.image_sizing import RULES as IMAGE_RULES
@@ -372,7 +373,6 @@ def _last_json_object(text: str) -> str:
 
 
 def _parses(text: str) -> bool:
-    from ..answers import extract_json     # lazy: one definition of how an answer's JSON is found
     try:
         extract_json(text)
         return True

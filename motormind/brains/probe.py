@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..answers import extract_json
 from ..errors import BrainUnfit, MotorMindError, ResponseError
 from ..schemas import COLOURS, POINT, PROBE, validate
 from .base import BrainRequest
@@ -157,7 +158,6 @@ def probe_images(brain, names: list[str], shape, at_once: bool = False) -> Probe
         res.latency_s = round(time.perf_counter() - t0, 3)
         return res
     try:
-        from ..answers import extract_json
         obj = extract_json(seen.text)
         validate(obj, PROBE)
         res.answered = list(obj["colours"])

@@ -11,6 +11,7 @@ import time
 from collections import deque
 from pathlib import PurePath
 
+from ..messages import EventKind
 from ..vocabulary import describe
 
 MAX_BATCHES = 30
@@ -211,7 +212,7 @@ class ConsoleView:
             self._tl(t, k, f"{ev.get('role')} failed safe: {ev.get('error', '')}", "warn")
         elif k == "memory":
             self.memory = {"summary": ev.get("summary", ""), "facts": list(ev.get("facts", []))[-10:]}
-        elif k == "vlm_call":
+        elif k == EventKind.VLM_CALL:
             self.vlm.append({"t": t, "role": ev.get("role"), "ok": ev.get("ok"), "brain": ev.get("brain"),
                              "latency_s": ev.get("latency_s"), "input_tokens": ev.get("input_tokens", 0),
                              "output_tokens": ev.get("output_tokens", 0), "attempt": ev.get("attempt", 0),

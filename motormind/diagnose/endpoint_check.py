@@ -32,9 +32,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..answers import extract_json
 from ..argtypes import one_line
 from ..text import clip
 from ..errors import BrainUnfit, ConfigError, MotorMindError
+from ..messages import CommandResult, EventKind, Report, Subgoal
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 
@@ -221,7 +223,7 @@ class Checker:
                 self.brain, record, repair=False)
             n0 = len(rec)
             res = ask.ask(values, images, values)
-            call = next((d for k, d in rec[n0:] if k == "vlm_call"), {})
+            call = next((d for k, d in rec[n0:] if k == EventKind.VLM_CALL), {})
             meta = call.get("meta") or {}
             names = [q["quirk"] for q in meta.get("quirks", [])]
             how = f"{call.get('latency_s', 0):.2f} s, answer from {meta.get('answer_from', 'content')}" + (
@@ -253,7 +255,7 @@ class Checker:
             self.brain._structured = mode
             ask.ask(values, images, values)
         self.brain._structured = saved
-        metas = [d.get("meta") or {} for k, d in rec if k == "vlm_call" and "response" in d]    # answered
+        metas = [d.get("meta") or {} for k, d in rec if k == EventKind.VLM_CALL and "response" in d]    # answered
         if len(metas) < 2:
             return
         think = [bool(m.get("thinking_chars") or m.get("reasoning_chars")) for m in metas]
@@ -268,7 +270,6 @@ class Checker:
     def check_coordinates(self) -> None:
         from ..grounding.image_sizing import fit
         from ..brains.probe import point_request
-        from ..answers import extract_json
         from ..schemas import POINT, validate
         w = h = self.size
         x, y = 0.7 * w, 0.3 * h
@@ -335,7 +336,6 @@ class Checker:
     def _role_requests(self):
         """(role, prompt values, images) for each role: a synthetic scene on this robot profile."""
         from ..components import Context, brief_report
-        from ..roles.planner import Subgoal
         prof = self.profile
         lo = {ax: prof.workspace_mm[ax][0] for ax in "xyz"}
         hi = {ax: prof.workspace_mm[ax][1] for ax in "xyz"}
@@ -349,18 +349,17 @@ class Checker:
         images = {name: _scene_image(self.size, i) for i, name in enumerate(self.cameras)} if self.cfg.send_images else {}
         names = ", ".join(images) or "none"
         sg = {"subgoal_id": "s1", "subgoal": plan[0].description, "criterion": plan[0].success_criterion}
-        rep = {"batch_id": "b1", "status": "done", "reason": "", "claims_done": True, "results": [
-            {"index": 0, "command": {"op": "move", "direction": "down", "distance_mm": 40.0}, "status": "done",
-             "commanded": {"distance_mm": 40.0}, "achieved": {"distance_mm": 39.6}, "reason": ""},
-            {"index": 1, "command": {"op": "gripper", "action": "close"}, "status": "done", "commanded": {},
-             "achieved": {}, "reason": ""}]}
+        rep = Report("b1", "s1", "done", (
+            CommandResult(0, {"op": "move", "direction": "down", "distance_mm": 40.0}, "done",
+                          commanded={"distance_mm": 40.0}, achieved={"distance_mm": 39.6}),
+            CommandResult(1, {"op": "gripper", "action": "close"}, "done")), claims_done=True)
         yield "planner", {**base, "replan": "", "image_names": names}, images
         yield "executor", {**base, **sg, "last_report": brief_report(None), "last_verdict": "none",
                            "batch_id": "b1", "image_names": names}, images
         yield "verifier", {**base, **sg, "last_report": brief_report(rep), "last_verdict": "none",
                            "batch_id": "b1", "image_names": names}, images
         yield "monitor", {"instruction": instruction, **sg, "batch_id": "b1", "state": json.dumps(state),
-                          "batch": json.dumps({"batch_id": "b1", "commands": rep["results"][0]["command"]}),
+                          "batch": json.dumps({"batch_id": "b1", "commands": rep.results[0].command}),
                           "progress": "[]", "image_names": "none"}, {}
         yield "memory", {"instruction": instruction, "memory": "nothing yet",
                          "events": json.dumps([{"kind": "plan", "subgoals": ["s1", "s2"]}])}, {}

@@ -107,14 +107,15 @@ class EpisodeBook:
         self.batches += 1
         return f"b{self.batches}"
 
-    def on_report(self, report: dict) -> bool:
-        """Count it; True when the report ends the episode (a fault: the outcome its kind gives)."""
-        status = Status(report["status"])
-        if status is Status.REJECTED and report.get("source") != "operator":
+    def on_report(self, report) -> bool:
+        """Count it (a ``messages.Report``); True when the report ends the episode (a fault: the outcome
+        its kind gives)."""
+        status = report.status
+        if status is Status.REJECTED and report.source != "operator":
             self.controller_rejections += 1     # (an operator's rejection is not the Controller's)
         if status is Status.FAULT:
-            kind = fault_kind(report.get("fault_kind")) or FaultKind.FAULT
-            self.finish(outcome_of_fault(kind), report.get("reason", ""), kind)
+            kind = report.fault_kind or FaultKind.FAULT
+            self.finish(outcome_of_fault(kind), report.reason, kind)
             return True
         return False
 

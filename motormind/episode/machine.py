@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..messages import Report, Verdict
 from ..results import Word
 from ..text import clip
 from .book import EpisodeBook, EpisodeResult
@@ -64,13 +65,13 @@ class Execute:
 
 @dataclass(frozen=True)
 class Deliver:
-    report: dict
+    report: Report
 
 
 @dataclass(frozen=True)
 class Verify:
-    subgoal: object             # roles.planner.Subgoal
-    report: dict
+    subgoal: object             # messages.Subgoal
+    report: Report
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Escalate:
 
 @dataclass(frozen=True)
 class AwaitPlan:
-    verdict: object             # roles.verifier.Verdict
+    verdict: Verdict
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ class Hooks:
     hold: Callable[[], bool] = lambda: False               # True: hold before the next batch (resume() goes on)
     review: Callable | None = None                         # batch -> (batch or None, source, note): the operator
     interject: Callable | None = None                      # () -> PlanDecision or None: a new instruction
-    rejection: Callable | None = None                      # (batch, note) -> the report of a rejected batch
+    rejection: Callable | None = None                      # (batch, note) -> the Report of a rejected batch
     vlm: Callable[[], tuple] = lambda: (0, 0.0)            # -> (VLM calls, VLM seconds) so far
     say: Callable[[str], None] = _noop                     # progress, for humans
     brain: str = "?"
@@ -180,43 +181,42 @@ class EpisodeMachine:
         return self._settle([])
 
     def plan(self, decision) -> list:
-        """A plan decision (``components.PlanDecision``, or its JSON). None: the Planner answered the
-        last escalation or rejection with nothing to change; the episode goes on with its plan."""
-        from ..components import PlanDecision
+        """A plan decision (``messages.PlanDecision``). None: the Planner answered the last escalation or
+        rejection with nothing to change; the episode goes on with its plan."""
         if self.over:
             return []
         if decision is None:
             return self._head([]) if self.phase is Phase.AWAIT_PLAN else []
-        d = decision if isinstance(decision, PlanDecision) else PlanDecision.from_json(decision)
+        d = decision
         if d.seq > self.applied_seq or not d.seq:
             self.decisions[d.seq or self.applied_seq + 1] = d
         return self._settle([])
 
-    def report(self, rep: dict) -> list:
+    def report(self, rep: Report) -> list:
         """The report of the batch under way (any other report is not this episode's business)."""
-        if self.phase is not Phase.AWAIT_REPORT or rep.get("batch_id") != self.pending:
+        if self.phase is not Phase.AWAIT_REPORT or rep.batch_id != self.pending:
             return []
         out: list = []
         self.pending = ""
         p = self.prep
-        if p is not None and p.kind == "speculate" and p.for_batch == rep.get("batch_id"):
+        if p is not None and p.kind == "speculate" and p.for_batch == rep.batch_id:
             why = mismatch(rep, p.expected, self.executor.ctx.profile) or moved(p.basis, self.hooks.basis())
             if why:
                 self._drop(f"the report is not the expected one: {why}")
             else:
                 p.valid = True
-        self.report_steps += int(rep.get("steps", 0) or 0)
-        self.motion_s += float(rep.get("duration_s", 0.0) or 0.0)
+        self.report_steps += int(rep.steps or 0)
+        self.motion_s += float(rep.duration_s or 0.0)
         sg = self.executor.subgoal
-        self.hooks.say(f"{sg.id if sg else '?'} batch {rep['batch_id']}: {rep['status']}"
-                       + (f" - {clip(rep['reason'], 120)}" if rep.get("reason") else ""))
+        self.hooks.say(f"{sg.id if sg else '?'} batch {rep.batch_id}: {rep.status}"
+                       + (f" - {clip(rep.reason, 120)}" if rep.reason else ""))
         if self.book.on_report(rep):
             return self._end(out)
         if self.hooks.evaluate()[0]:
             return self._head(out)               # the loop head records the success
         after = self.executor.on_report(rep)
         if after.verify:
-            self.phase, self.verify_batch = Phase.AWAIT_VERDICT, rep["batch_id"]
+            self.phase, self.verify_batch = Phase.AWAIT_VERDICT, rep.batch_id
             self._drop("the batch claims its subgoal")        # (a speculation is never made for one)
             self._ask_beside_verdict(sg, rep)
             out.append(Verify(sg, rep))
@@ -226,14 +226,12 @@ class EpisodeMachine:
             return self._head(out)
         return self._settle(out)
 
-    def verdict(self, verdict, batch_id: str = "") -> list:
-        """A verdict (``roles.verifier.Verdict`` or its JSON with ``batch_id``) on a batch's claim."""
+    def verdict(self, verdict: Verdict, batch_id: str) -> list:
+        """A verdict (``messages.Verdict``) on the claim of batch ``batch_id``."""
         if self.over:
             return []
-        d = verdict if isinstance(verdict, dict) else {**verdict.to_json(), "batch_id": batch_id}
-        bid = str(d.get("batch_id", "") or batch_id)
-        if bid and bid not in self.seen_verdicts:
-            self.verdicts[bid] = d
+        if batch_id and batch_id not in self.seen_verdicts:
+            self.verdicts[batch_id] = verdict
         return self._settle([])
 
     def resume(self) -> list:
@@ -254,7 +252,7 @@ class EpisodeMachine:
             if self.phase is Phase.AWAIT_VERDICT:
                 v = self.verdicts.pop(self.verify_batch, None)
                 if v is None:                     # the verdict may travel inside the decision it caused
-                    v = next((d.verdict for d in self.decisions.values()
+                    v = next((Verdict.from_json(d.verdict) for d in self.decisions.values()
                               if (d.verdict or {}).get("batch_id") == self.verify_batch), None)
                 if v is None:
                     return out
@@ -274,10 +272,8 @@ class EpisodeMachine:
             return out
         return out
 
-    def _apply_verdict(self, msg: dict, out: list) -> None:
-        from ..components import verdict_from_json
-        self.seen_verdicts.add(str(msg.get("batch_id", "")))
-        v = verdict_from_json(msg)
+    def _apply_verdict(self, v: Verdict, out: list) -> None:
+        self.seen_verdicts.add(self.verify_batch)
         self.hooks.say(f"{v.subgoal_id} verdict: {'achieved' if v.achieved else 'REJECTED'} - {clip(v.evidence, 100)}")
         self.book.on_verdict(v)
         esc = self.executor.on_verdict(v)
@@ -372,18 +368,17 @@ class EpisodeMachine:
         self._prepare("speculate", batch.get("batch_id", ""), sg, Ahead(sg, report), end, images,
                       expected=end, basis=h.basis())
 
-    def _ask_beside_verdict(self, sg, rep: dict) -> None:
+    def _ask_beside_verdict(self, sg, rep: Report) -> None:
         """A batch claims ``sg``: the next subgoal's first batch is asked beside the Verifier."""
         h, ex = self.hooks, self.executor
         if not h.overlap.verify_ahead or h.spawn is None or h.review is not None or ex.idx + 1 >= len(ex.plan):
             return
         from ..components import Ahead
-        from ..roles.verifier import Verdict
         nxt = ex.plan[ex.idx + 1]
         pending = Verdict(sg.id, True, "the Verifier is checking this claim now; this batch runs only if it "
                                        "accepts it", "")
         state, images = h.look(f"b{self.book.batches + 1} {nxt.id} (beside the verdict on {sg.id})")
-        self._prepare("verify_ahead", rep.get("batch_id", ""), nxt, Ahead(nxt, rep, pending), state, images,
+        self._prepare("verify_ahead", rep.batch_id, nxt, Ahead(nxt, rep, pending), state, images,
                       look=(state, images))
 
     def _drop(self, why: str) -> None:

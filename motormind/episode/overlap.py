@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..errors import ConfigError
+from ..messages import CommandResult, Report
 
 GRIPPER_TOLERANCE = 0.05      # the gripper's opening (fraction of the stroke) within this of where it was sent
 OBJECT_TOLERANCE_MM = 5.0     # a scene-reading brain's objects within this of where they were when it read them
@@ -72,11 +73,11 @@ def _quat_of(m: np.ndarray) -> list:
     return [round(float(v), 4) for v in mat_to_quat(m)]
 
 
-def predict(batch: dict, state: dict, profile) -> tuple[dict, dict] | None:
+def predict(batch: dict, state: dict, profile) -> tuple[Report, dict] | None:
     """(the report the batch gives if every command goes as commanded, the state it ends in), or None
     when the batch cannot be predicted (it claims its subgoal, does not parse, or is empty).
 
-    The report has the Controller's shape (``Report.to_json()``): every command ``done``, achieved as
+    The report is one the Controller could give (``messages.Report``): every command ``done``, achieved as
     commanded; the state has ``Observation.state_dict()``'s keys, the pose the chain of targets reaches
     (orientation composed from the rotations; the last joint turned by the yaw turned), the gripper at
     the opening last sent, joints otherwise as measured at the start."""
@@ -113,8 +114,7 @@ def predict(batch: dict, state: dict, profile) -> tuple[dict, dict] | None:
             commanded = {"seconds": c.seconds}
             achieved = {"translation_mm": [0.0, 0.0, 0.0], "rotation_deg": 0.0}
         achieved["gripper_width_mm"] = width
-        results.append({"index": i, "command": c.to_json(), "status": "done", "reason": "", "commanded": commanded,
-                        "achieved": achieved, "duration_s": 0.0, "steps": 0})
+        results.append(CommandResult(i, c.to_json(), "done", "", commanded, achieved))
     yaw = math.atan2(rot[1, 0], rot[0, 0])
     joints = list(state.get("joints_deg") or [])
     if joints:
@@ -123,34 +123,33 @@ def predict(batch: dict, state: dict, profile) -> tuple[dict, dict] | None:
     end = {**state, "eef_pos_mm": [round(float(v), 1) for v in pos], "eef_quat_xyzw": _quat_of(rot),
            "eef_yaw_deg": round(math.degrees(yaw), 1), "gripper_width_mm": round(width, 1),
            "gripper_fraction": round(frac, 3), "joints_deg": joints}
-    report = {"batch_id": batch.get("batch_id", ""), "subgoal_id": batch.get("subgoal_id", ""), "status": "done",
-              "reason": "", "claims_done": False, "fault_kind": None, "estop": False, "source": "executor",
-              "results": results, "start_state": state, "end_state": end, "duration_s": duration, "steps": steps}
+    report = Report(batch.get("batch_id", ""), batch.get("subgoal_id", ""), "done", tuple(results), source="executor",
+                    start_state=state, end_state=end, duration_s=duration, steps=steps)
     return report, end
 
 
-def position_tolerance_mm(report: dict, profile) -> float:
+def position_tolerance_mm(report: Report, profile) -> float:
     """How far from the predicted end a batch of done commands may end: each move is done within the
     Controller's tolerance of its target (``continue_mm`` when that is larger: settled without contact)
     and the next one is aimed from where it ended, so the errors of its moves add up (at least
     ``position_mm``)."""
     tol = profile.tolerances
     each = max(tol.position_mm, tol.continue_mm)
-    moves = sum(1 for r in report.get("results") or [] if (r.get("command") or {}).get("op") == "move")
+    moves = sum(1 for r in report.results if isinstance(r.command, dict) and r.command.get("op") == "move")
     return max(tol.position_mm, each * moves)
 
 
-def mismatch(report: dict, expected_state: dict, profile) -> str:
+def mismatch(report: Report, expected_state: dict, profile) -> str:
     """Why ``report`` is not the one a speculation was made from ("" when it is): a command not done
     (blocked by contact, cancelled, rejected, a fault), the e-stop, the end pose farther from the
     predicted one than the Controller's tolerances, or the gripper's opening off where it was sent."""
     from ..geometry import quat_to_mat, rot_error
-    if report.get("status") != "done" or report.get("estop"):
-        return f"the batch ended {report.get('status')}" + (f": {report['reason'][:120]}" if report.get("reason") else "")
-    bad = [r for r in report.get("results") or [] if r.get("status") != "done"]
+    if report.status != "done" or report.estop:
+        return f"the batch ended {report.status}" + (f": {report.reason[:120]}" if report.reason else "")
+    bad = [r for r in report.results if r.status != "done"]
     if bad:
-        return f"command {bad[0].get('index')} was {bad[0].get('status')}"
-    end = report.get("end_state") or {}
+        return f"command {bad[0].index} was {bad[0].status}"
+    end = report.end_state or {}
     if not end.get("eef_pos_mm"):
         return "the report has no end state"
     tol = profile.tolerances

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..messages import EventKind
 from ..record import video_file
 from .htmlreport import STYLE, _e, table
 
@@ -117,7 +118,7 @@ def page(run_dir: str | Path, summary: dict | None = None) -> str:
     calls: dict = {}
     rows = []
     for ev in events:
-        if ev.get("kind") == "vlm_call":
+        if ev.get("kind") == EventKind.VLM_CALL:
             c = calls.setdefault(str(ev.get("role", "?")), [0, 0.0, 0])
             c[0] += 1
             c[1] += float(ev.get("latency_s", 0.0) or 0.0)

@@ -45,6 +45,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from ..messages import EventKind
+
 WHEN = ("reach", "carry", "between")
 WHAT = ("fetched", "target", "bystander")
 DEFAULT_WHAT = {"reach": "fetched", "carry": "target", "between": "fetched"}
@@ -269,7 +271,7 @@ class InterferenceProbe:
     not block execution: one more command runs while it answers); ``recovery_vlm_calls``: VLM calls
     after the event up to the episode's end."""
 
-    KINDS = ("interference", "monitor_cancel", "batch", "plan", "command_start", "report", "vlm_call",
+    KINDS = ("interference", "monitor_cancel", "batch", "plan", "command_start", "report", EventKind.VLM_CALL,
              "episode_end", "trial_end")
     ENDS = ("episode_end", "trial_end")      # a LIBERO episode's end; an xArm6 cell trial's
 
@@ -325,7 +327,7 @@ class InterferenceProbe:
                "stale_commands": stale,
                "cancel_boundary": (int(seen) - idx + 1) if seen is not None and idx >= 0 else None,
                "honoured_boundary": (min(cancelled) - idx) if cancelled and mc else None,
-               "recovery_vlm_calls": sum(1 for k, t, _, _ in after if k == "vlm_call" and t <= stop)}
+               "recovery_vlm_calls": sum(1 for k, t, _, _ in after if k == EventKind.VLM_CALL and t <= stop)}
         return out
 
 

@@ -13,12 +13,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..answers import extract_json  # noqa: F401 - re-exported: the one definition (motormind/answers.py)
+from ..answers import extract_json
 from ..brains.base import Brain, BrainReply, BrainRequest, image_stats
 from ..prompt_text import (IDS, JSON_TEXT, PROMPT_TEXT, escape_controls, load_prompt,  # noqa: F401 - re-exported
                            prompt_value, quote_id, quote_text, render)
 from ..strict_json import show
 from ..errors import CommandError, ResponseError
+from ..messages import EventKind
 from ..schemas import ROLE_SCHEMAS, validate
 
 # ``setup``, ``look`` and ``budget`` are ``roles.facts.PromptFacts``'s (numbers the stack states); a caller
@@ -64,7 +65,7 @@ class Role:
                 reply = self.brain.respond(req)
             except Exception as e:  # noqa: BLE001 - transport failures fail safe, recorded
                 error = f"brain call failed: {type(e).__name__}: {e}"
-                self.record("vlm_call", role=self.name, prompt=self.prompt_name, prompt_hash=phash,
+                self.record(EventKind.VLM_CALL, role=self.name, prompt=self.prompt_name, prompt_hash=phash,
                             attempt=attempt, ok=False, error=error, brain=getattr(self.brain, "name", "?"),
                             latency_s=round(time.monotonic() - t0, 4))
                 break
@@ -78,7 +79,7 @@ class Role:
                 value, ok, error = None, False, str(e)
             except Exception as e:  # noqa: BLE001 - fail closed: an answer no check can digest acts on nothing
                 value, ok, error = None, False, f"answer not checkable ({type(e).__name__}: {show(e)})"
-            self.record("vlm_call", role=self.name, prompt=self.prompt_name, prompt_hash=phash,
+            self.record(EventKind.VLM_CALL, role=self.name, prompt=self.prompt_name, prompt_hash=phash,
                         attempt=attempt, ok=ok, error=error if not ok else "", brain=reply.brain,
                         privileged=reply.privileged, latency_s=round(reply.latency_s, 4),
                         input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,

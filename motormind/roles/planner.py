@@ -2,17 +2,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from ..errors import ResponseError
+from ..messages import Subgoal
 from .base import Role, RoleResult, quote_text
-
-
-@dataclass(frozen=True)
-class Subgoal:
-    id: str
-    description: str
-    success_criterion: str
 
 
 class Planner(Role):

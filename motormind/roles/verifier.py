@@ -2,25 +2,9 @@
 or a request for a new plan (``{"replan": {"reason"}}``: a rejection whose evidence is the reason)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..grounding.points import check_answer, replan_of
+from ..messages import Verdict
 from .base import Role
-
-
-@dataclass
-class Verdict:
-    subgoal_id: str
-    achieved: bool
-    evidence: str
-    brain: str = ""
-    failed_safe: bool = False       # the Verifier could not answer: treated as not achieved
-    replan: bool = False            # the Verifier asked for a new plan (``evidence`` is its reason)
-
-    def to_json(self) -> dict:
-        return {"schema_version": 1, "subgoal_id": self.subgoal_id, "achieved": self.achieved,
-                "evidence": self.evidence, "brain": self.brain, "failed_safe": self.failed_safe,
-                **({"replan": True} if self.replan else {})}
 
 
 class Verifier(Role):

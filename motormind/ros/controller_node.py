@@ -27,12 +27,13 @@ import numpy as np
 from std_srvs.srv import Trigger
 
 from .. import SCHEMA_VERSION
-from ..controller import CancelToken, Controller, Report
+from ..controller import CancelToken, Controller
 from ..commands import check_id
 from ..errors import CommandError, ConfigError
 from ..mcap_record import image_msg, measured_state_msgs
+from ..messages import Report, encode
 from ..registry import build_robot
-from ..results import FaultKind
+from ..results import FaultKind, Status
 from .base import MotorMindNode, msg_type, spin
 
 
@@ -402,19 +403,16 @@ class ControllerNode(MotorMindNode):
                 self._running = bid
             try:
                 jog = batch.get("source") == "operator"     # the console's jog: runs while paused
-                rep: Report = self.controller.run(batch, tok, source="operator" if jog else "executor", hold=not jog)
-                d = rep.to_json()
+                rep = self.controller.run(batch, tok, source="operator" if jog else "executor", hold=not jog)
             except Exception as e:  # noqa: BLE001 - a robot error is reported, never swallowed
                 self.log(f"batch {bid} failed: {e}")
-                d = {"schema_version": SCHEMA_VERSION, "batch_id": bid, "subgoal_id": batch.get("subgoal_id", ""),
-                     "status": "fault", "reason": f"{type(e).__name__}: {e}", "claims_done": False,
-                     "fault_kind": FaultKind.SOFTWARE.value,
-                     "estop": self.controller.estopped, "source": "controller", "results": [],
-                     "start_state": {}, "end_state": {}, "duration_s": 0.0, "steps": 0}
+                rep = Report(bid, str(batch.get("subgoal_id", "")), Status.FAULT, reason=f"{type(e).__name__}: {e}",
+                             estop=self.controller.estopped, source="controller", fault_kind=FaultKind.SOFTWARE)
             finally:
                 with self._tok_lock:
                     self._tokens.pop(bid, None)
                     self._running = ""
+            d = encode(rep)
             try:
                 self._publish_images()       # images after the batch go out before its report
                 self._idle()

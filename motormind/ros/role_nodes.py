@@ -8,11 +8,11 @@ cancels and privileged answers are never held up by a brain call.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from .. import SCHEMA_VERSION
-from ..components import (Context, Escalation, ExecutorComponent, MemoryView, MonitorComponent,
-                          PlanDecision, PlannerComponent, VerifierComponent, operator_rejection, review_batch,
-                          verdict_from_json)
+from ..components import (Context, ExecutorComponent, MemoryView, MonitorComponent, PlannerComponent,
+                          VerifierComponent, operator_rejection, review_batch)
 from ..console.brain import OperatorBrain
 from ..console.desk import TAKEOVER_ROLES
 from ..controller import CancelToken
@@ -20,6 +20,7 @@ from ..episode.book import unfit_reason
 from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks
 from ..grounding.marks import Marker, options_of
 from ..grounding.points import Grounding, convention_of
+from ..messages import Escalation, EventKind, PlanDecision, Report, Verdict, encode
 from ..roles.executor import Executor
 from ..roles.facts import BudgetCounter, PromptFacts
 from ..roles.memory import Memory
@@ -211,14 +212,14 @@ class PlannerNode(RoleNode):
     def _publish(self, d: PlanDecision | None, verdict: dict | None = None) -> None:
         if d is None:
             return
-        d.verdict = verdict
-        self.send("plan", d.to_json())
+        d = replace(d, verdict=verdict)
+        self.send("plan", encode(d))
         self.say(f"plan #{d.plan_id} ({d.kind}): " + "; ".join(f"{s.id}: {s.description}" for s in d.plan)[:300]
                  + (f"  - {d.reason[:120]}" if d.reason else ""))
 
     def _verdict(self, msg: dict) -> None:
         if self.component is not None:
-            self._publish(self.component.on_verdict(verdict_from_json(msg), self.look), msg)
+            self._publish(self.component.on_verdict(Verdict.from_json(msg), self.look), msg)
 
     def _escalation(self, msg: dict) -> None:
         if self.component is not None:
@@ -251,7 +252,7 @@ class ExecutorNode(RoleNode):
     def _count(self, ev: dict) -> None:
         """The episode's VLM calls: those naming its instruction (RoleNode.record), heard before or
         after this node took the task; the end's result gives their count (the console shows it)."""
-        if ev.get("kind") == "vlm_call":
+        if ev.get("kind") == EventKind.VLM_CALL:
             while len(self.vlm) >= 8 and ev.get("instruction") not in self.vlm:
                 self.vlm.pop(next(iter(self.vlm)))
             c = self.vlm.setdefault(str(ev.get("instruction", "")), {"calls": 0, "s": 0.0})
@@ -294,11 +295,12 @@ class ExecutorNode(RoleNode):
             self._early.append((kind, msg))
             return
         if kind == "plan":
-            self._act(m.plan(msg))
+            self._act(m.plan(PlanDecision.from_json(msg)))
         elif kind == "report":
-            self._act(m.report(msg))
+            if msg.get("batch_id"):               # (a Controller notice, stopped / ready, is about no batch)
+                self._act(m.report(Report.from_json(msg)))
         else:
-            self._act(m.verdict(msg))
+            self._act(m.verdict(Verdict.from_json(msg), str(msg.get("batch_id", "") or "")))
 
     def _act(self, actions: list) -> None:
         while actions:
@@ -308,10 +310,10 @@ class ExecutorNode(RoleNode):
                 self.send("commands", {"schema_version": SCHEMA_VERSION, **a.batch,
                                        **({"source": a.source} if a.source != "executor" else {})})
             elif isinstance(a, Deliver):        # the operator rejected the batch: its report, made here
-                self.send("report", a.report)
+                self.send("report", encode(a.report))
                 actions += self.machine.report(a.report)
             elif isinstance(a, Escalate):
-                self.send("escalation", a.escalation.to_json())
+                self.send("escalation", encode(a.escalation))
             elif isinstance(a, Hold):
                 self.say("paused by the operator: holding before the next batch")
                 self.record("parked", reason="paused by the operator: holding before the next batch")   # the console
@@ -366,18 +368,25 @@ class VerifierNode(RoleNode):
             for rep in held:
                 self._report(rep)
 
-    def _report(self, rep: dict) -> None:
-        if self.component is None or not rep.get("batch_id") or not VerifierComponent.wants(rep):
+    def _report(self, msg: dict | Report) -> None:
+        if self.component is None:
             return
-        sg = next((s for s in self.plan if s.id == rep.get("subgoal_id")), None)
+        if isinstance(msg, dict):
+            if not msg.get("batch_id"):             # (a Controller notice, stopped / ready, is about no batch)
+                return
+            msg = Report.from_json(msg)
+        rep = msg
+        if not VerifierComponent.wants(rep):
+            return
+        sg = next((s for s in self.plan if s.id == rep.subgoal_id), None)
         if sg is None:                              # its plan has not arrived yet: verified when it does
             self.held.append(rep)
             return
         state, images = self.look(f"verify {sg.id}")
-        state = rep.get("end_state") or state
+        state = rep.end_state or state
         v = self.component.verify(sg, self.plan, rep, state, images, self.last_verdict)
         self.last_verdict = v
-        self.send("verdict", {**v.to_json(), "batch_id": rep["batch_id"]})
+        self.send("verdict", {**encode(v), "batch_id": rep.batch_id})
 
 
 class RemoteToken(CancelToken):

@@ -69,6 +69,7 @@ from ..brains.base import Brain, BrainReply, BrainRequest
 from ..grounding.image_sizing import RULES as FAMILIES
 from ..grounding.image_sizing import fit as fit_image
 from ..errors import CommandError, ConfigError, ResponseError
+from ..messages import EventKind
 from ..schemas import CHECK_SCHEMAS, ROLE_SCHEMAS, validate
 from ..strict_json import decode_json, show
 from ..webserver import Disconnected, Guard, HttpError, HttpServer, decode_body, read_body, served_names
@@ -177,7 +178,7 @@ class ReplayBrain(Brain):
         self.entries: dict[str, list[dict]] = {}
         for line in p.read_text().splitlines():
             ev = json.loads(line)
-            if ev.get("kind") == "vlm_call" and "response" in ev:
+            if ev.get("kind") == EventKind.VLM_CALL and "response" in ev:
                 self.entries.setdefault(ev["role"], []).append(
                     {"hash": ev.get("prompt_hash"), "attempt": ev.get("attempt", 0), "text": ev["response"],
                      "privileged": bool(ev.get("privileged")), "used": False})

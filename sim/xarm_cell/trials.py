@@ -27,6 +27,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from motormind.messages import EventKind
+
 CONDITIONS = {"off": ("off",), "on": ("on",), "both": ("off", "on")}
 SEED_RESULT = {"all": 0.95, "off": 0.98, "on": 0.92}     # the seed paper's xArm6 placement figures
 
@@ -247,7 +249,7 @@ def report_rows(results: list[TrialResult], scene: str, root: Path) -> list[dict
         try:
             for line in (run_dir / "events.jsonl").read_text().splitlines():
                 ev = json.loads(line)
-                if ev.get("kind") == "vlm_call":
+                if ev.get("kind") == EventKind.VLM_CALL:
                     calls += 1
                     if ev.get("role") in ("planner", "executor", "verifier"):
                         vlm_s += float(ev.get("latency_s", 0.0) or 0.0)

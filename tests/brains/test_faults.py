@@ -11,7 +11,7 @@ import pytest
 from fake_episode import check_invariants, kinds, run_fake
 
 from motormind.errors import CommandError, ConfigError, ResponseError
-from motormind.roles.base import extract_json
+from motormind.answers import extract_json
 from motormind.schemas import ROLE_SCHEMAS, validate
 from motormind.serve.faults import FAULTS, INJECTION, FaultPlan
 

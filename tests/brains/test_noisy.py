@@ -11,6 +11,7 @@ from motormind.brains.noise_profile import (KINDS, NoiseProfile, parse_noise, pr
                                             profile_from_report)
 from motormind.brains.noisy import NoisyBrain
 from motormind.errors import ConfigError
+from motormind.messages import Report
 
 BATCH = [{"op": "move", "direction": "left", "distance_mm": 20.0},
          {"op": "move", "direction": "forward", "distance_mm": 20.0},
@@ -186,10 +187,14 @@ def test_a_controller_rejection_in_the_prompt_clears_once_per_rejected_batch():
     assert first != ["left", "forward"]
 
     def after(report):
-        out = json.loads(b.respond(BrainRequest("executor", "executor", "", "", {}, context={"last_report": report})).text)
+        out = json.loads(b.respond(BrainRequest("executor", "executor", "", "", {},
+                                                context={"report_facts": report.facts})).text)
         return [c.get("direction") for c in out["commands"] if c["op"] == "move"]
-    assert after("batch b1 status=done\n  [0] ...") == first
-    assert after("batch b2 status=rejected reason: commands[3]: target outside the workspace box") == ["left", "forward"]
+    assert after(Report("b1", "s1", "done")) == first
+    # it reads the facts, not the prose: a done batch whose reason speaks of a rejection clears nothing
+    assert after(Report("b2", "s1", "done", reason="status=rejected")) == first
+    assert after(Report("b3", "s1", "rejected", reason="commands[3]: target outside the workspace box")) \
+        == ["left", "forward"]
     assert b.cleared["wrong_direction"] == 1
 
 

@@ -102,7 +102,7 @@ def test_think_blocks_are_stripped_so_the_thinkings_json_is_never_taken(variant)
     finally:
         brain.close()
         srv.close()
-    from motormind.roles.base import extract_json
+    from motormind.answers import extract_json
     assert extract_json(reply.text) == BATCH and '"op": "wait"' not in reply.text
     assert reply.meta["thinking_chars"] >= len(MUSING) and reply.meta["quirks"][0]["quirk"] == "think_block"
 
@@ -121,7 +121,7 @@ def test_a_truncated_answer_is_never_completed_by_guessing():
     reply, brain, events, srv = one_call("truncated", "max_tokens=300", "max_tokens_cap=300")
     assert reply.meta["finish_reason"] == "length" and "not asked again" in reply.meta["quirks"][0]["action"]
     from motormind.errors import ResponseError
-    from motormind.roles.base import extract_json
+    from motormind.answers import extract_json
     with pytest.raises(ResponseError):                       # the role sees a broken answer and repairs
         extract_json(reply.text)
 
@@ -138,7 +138,7 @@ def test_a_whitespace_flood_is_asked_again_without_the_grammar_then_the_grammar_
     finally:
         brain.close()
         srv.close()
-    from motormind.roles.base import extract_json
+    from motormind.answers import extract_json
     assert extract_json(r1.text) == BATCH and extract_json(r2.text) == BATCH and extract_json(r3.text) == BATCH
     assert r1.meta["quirks"][0]["action"] == "asked again at once without response_format"
     assert "structured output off for the rest of the run (2 floods)" in r2.meta["quirks"][0]["action"]
@@ -149,7 +149,7 @@ def test_a_whitespace_flood_is_asked_again_without_the_grammar_then_the_grammar_
 
 def test_an_ignored_schema_switches_to_text_extraction():
     reply, brain, events, srv = one_call("schema_ignored", limit=1)
-    from motormind.roles.base import extract_json
+    from motormind.answers import extract_json
     assert extract_json(reply.text) == BATCH and reply.meta["quirks"][0]["quirk"] == "schema_ignored"
     assert brain._structured == "none" and "structured output off" in reply.meta["quirks"][0]["action"]
 

@@ -5,15 +5,14 @@ import json
 import pytest
 
 from motormind.brains.scripted import ScriptedBrain
-from motormind.components import (Context, EpisodeConfig, Escalation, ExecutorComponent,
-                                  PlanDecision, PlannerComponent)
+from motormind.components import Context, EpisodeConfig, ExecutorComponent, PlannerComponent
 from motormind.episode.book import EpisodeBook
 from motormind.profile import load_profile
 from motormind.record import Recorder
 from motormind.robots.fake import FakeRobot
 from motormind.roles.executor import Executor
 from motormind.roles.planner import Planner
-from motormind.roles.verifier import Verdict
+from motormind.messages import Escalation, PlanDecision, Report, Verdict
 from motormind.runner import EpisodeRunner
 
 PLAN = {"subgoals": [{"id": "s1", "description": "a", "success_criterion": "ca"},
@@ -63,11 +62,11 @@ def test_executor_escalates_after_repeated_failures_and_advances_on_verdicts():
     ex.on_plan(PlanDecision.from_json({"decision": "plan", "plan_id": 1, "subgoals": PLAN["subgoals"]}))
     p = ex.propose(STATE, {}, "b1")
     assert p.batch["batch_id"] == "b1" and p.batch["subgoal_id"] == "s1" and p.escalate is None
-    blocked = {"batch_id": "b1", "status": "blocked", "reason": "contact", "results": []}
+    blocked = Report("b1", "s1", "blocked", reason="contact")
     assert ex.on_report(blocked).escalate is None
-    esc = ex.on_report({**blocked, "batch_id": "b2"}).escalate
+    esc = ex.on_report(Report("b2", "s1", "blocked", reason="contact")).escalate
     assert esc.plan_id == 1 and esc.subgoal_id == "s1" and "2 batches on s1 failed" in esc.reason
-    assert ex.on_report({"batch_id": "b3", "status": "done", "claims_done": True, "reason": "", "results": []}).verify
+    assert ex.on_report(Report("b3", "s1", "done", claims_done=True)).verify
     assert ex.on_verdict(Verdict("s1", True, "ok")) is None and ex.subgoal.id == "s2"
     last = ex.on_verdict(Verdict("s2", True, "ok"))
     assert last.exhausted and ex.exhausted
@@ -177,15 +176,14 @@ def test_a_replan_request_stands_alone_and_counts_against_the_budget():
 
 def test_a_verifiers_request_for_a_new_plan_reaches_the_planner_like_a_rejection():
     from motormind.components import VerifierComponent
-    from motormind.roles.planner import Subgoal
+    from motormind.messages import Subgoal
     from motormind.roles.verifier import Verifier
     brain = ScriptedBrain({"verifier": [{"replan": {"reason": REPLAN_WHY}}]})
     vc = VerifierComponent(Verifier(brain), EpisodeConfig(), Context(load_profile("fake"), "t"))
-    rep = {"batch_id": "b1", "status": "done", "claims_done": True, "reason": "", "results": []}
+    rep = Report("b1", "s1", "done", claims_done=True)
     v = vc.verify(Subgoal("s1", "a", "ca"), [], rep, STATE, {})
     assert not v.achieved and v.replan and v.evidence == REPLAN_WHY
-    from motormind.components import verdict_from_json
-    assert verdict_from_json(v.to_json()) == v
+    assert Verdict.from_json(v.to_json()) == v
     pc, _ = _planner(EpisodeConfig(max_replans=1), [PLAN, PLAN])
     pc.start(STATE, {})
     d = pc.on_verdict(v, look)

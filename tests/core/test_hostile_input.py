@@ -408,20 +408,22 @@ def _prompts(text: str) -> dict:
     operator or a publisher writes into one: the instruction, a subgoal and its criterion, Memory's
     summary and facts, a report's and its commands' reasons (a cancel's, an operator's note), a
     verdict's evidence, a replan's reason, a repair's error."""
-    from motormind.components import Context, ExecutorComponent, MonitorComponent, PlanDecision, VerifierComponent
+    from motormind.components import Context, ExecutorComponent, MonitorComponent, VerifierComponent
     from motormind.controller import CancelToken
     from motormind.episode.config import EpisodeConfig
     from motormind.roles.base import render
-    from motormind.roles.planner import Planner, Subgoal
-    from motormind.roles.verifier import Verdict, Verifier
+    from motormind.messages import PlanDecision, Report, Subgoal, Verdict
+    from motormind.roles.planner import Planner
+    from motormind.roles.verifier import Verifier
     brain = ScriptedBrain({})
     ctx = Context(PROFILE, text, lambda: f"{text}\n- {text}")
     plan = [Subgoal("s1", text, text)]
     state = {"eef_pos_mm": [400.0, 0.0, 200.0]}
-    report = {"batch_id": "b1", "subgoal_id": "s1", "status": "cancelled", "reason": text, "claims_done": True,
-              "results": [{"index": 0, "command": {"op": "move", "direction": "up", "distance_mm": 10},
-                           "status": "cancelled", "reason": text, "commanded": {"distance_mm": 10.0},
-                           "achieved": {"distance_mm": 9.9}}]}
+    report = Report.from_json({"batch_id": "b1", "subgoal_id": "s1", "status": "cancelled", "reason": text,
+                               "claims_done": True,
+                               "results": [{"index": 0, "command": {"op": "move", "direction": "up", "distance_mm": 10},
+                                            "status": "cancelled", "reason": text, "commanded": {"distance_mm": 10.0},
+                                            "achieved": {"distance_mm": 9.9}}]})
     ex = ExecutorComponent(Executor(brain), EpisodeConfig(), ctx)
     ex.on_plan(PlanDecision("plan", plan, plan_id=1))
     ex.last_report, ex.last_verdict = report, Verdict("s1", False, text)

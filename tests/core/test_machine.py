@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from motormind.brains.scripted import ScriptedBrain
-from motormind.components import Context, Escalation, ExecutorComponent, PlanDecision, operator_rejection
+from motormind.components import Context, ExecutorComponent, operator_rejection
 from motormind.episode.config import EpisodeConfig
 from motormind.episode.machine import Deliver, End, EpisodeMachine, Escalate, Hooks, Phase
 from motormind.profile import load_profile
@@ -14,8 +14,7 @@ from motormind.record import Recorder
 from motormind.results import FaultKind, Outcome
 from motormind.robots.fake import FakeRobot
 from motormind.roles.executor import Executor
-from motormind.roles.planner import Subgoal
-from motormind.roles.verifier import Verdict
+from motormind.messages import Escalation, PlanDecision, Report, Subgoal, Verdict
 from motormind.runner import EpisodeRunner
 
 PLAN = [Subgoal("s1", "a", "ca"), Subgoal("s2", "b", "cb")]
@@ -32,12 +31,12 @@ def machine(cfg=None, **hooks):
 
 
 def report(bid, status="done", claims=True, **kw):
-    return {"batch_id": bid, "subgoal_id": "s1", "status": status, "claims_done": claims, "reason": "",
-            "results": [], "steps": 10, "duration_s": 0.1, **kw}
+    return Report.from_json({"batch_id": bid, "subgoal_id": "s1", "status": status, "claims_done": claims, "reason": "",
+                             "results": [], "steps": 10, "duration_s": 0.1, **kw})
 
 
 def plan(seq, plan_id, kind="plan", verdict=None):
-    return PlanDecision(kind, list(PLAN), "", plan_id - 1, plan_id, "scripted", False, seq, verdict).to_json()
+    return PlanDecision(kind, list(PLAN), "", plan_id - 1, plan_id, "scripted", False, seq, verdict)
 
 
 def kinds(actions):
@@ -60,7 +59,7 @@ def _run(order):
     """Feed the same messages in ``order``: the decisions must not depend on it."""
     m, _ = machine()
     out = m.start() + m.plan(plan(1, 1)) + m.report(report("b1"))
-    msgs = {"verdict": lambda: m.verdict({**Verdict("s1", False, "not there").to_json(), "batch_id": "b1"}),
+    msgs = {"verdict": lambda: m.verdict(Verdict("s1", False, "not there"), "b1"),
             "plan": lambda: m.plan(plan(2, 2, verdict={**Verdict("s1", False, "not there").to_json(),
                                                        "batch_id": "b1"}))}
     for k in order:
@@ -78,7 +77,7 @@ def test_a_verdict_before_its_report_is_held_until_the_report():
     m, _ = machine()
     m.start()
     m.plan(plan(1, 1))
-    assert m.verdict({**Verdict("s1", True, "ok").to_json(), "batch_id": "b1"}) == []   # held
+    assert m.verdict(Verdict("s1", True, "ok"), "b1") == []   # held
     a = m.report(report("b1"))
     assert kinds(a) == ["Verify", "Execute"] and a[1].batch["subgoal_id"] == "s2"
 
@@ -132,8 +131,8 @@ def test_the_operator_holds_reviews_and_rejects():
     m.start()
     assert kinds(m.plan(plan(1, 1))) == ["Hold"] and m.phase is Phase.HELD
     (d,) = m.resume()
-    assert isinstance(d, Deliver) and reviewed == ["b1"] and d.report["status"] == "rejected"
-    assert d.report["source"] == "operator" and "too far" in d.report["reason"]
+    assert isinstance(d, Deliver) and reviewed == ["b1"] and d.report.status == "rejected"
+    assert d.report.source == "operator" and "too far" in d.report.reason
     a = m.report(d.report)                                  # delivered as the Controller's would be
     assert kinds(a) == ["Deliver"] and m.book.controller_rejections == 0   # an operator's rejection is not the Controller's
 

@@ -1,6 +1,7 @@
 """Overlapping the VLM with motion (motormind/episode/overlap.py): a batch asked ahead runs only when
 what it was asked from came true, and a dropped one never reaches the Controller."""
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -177,14 +178,15 @@ def test_prediction_and_its_check():
     batch = {"batch_id": "b1", "subgoal_id": "s1", "commands": [mv("up", 30), {"op": "gripper", "action": "close"}]}
     rep, end = predict(batch, st, prof)
     assert end["eef_pos_mm"][2] == 230.0 and end["gripper_fraction"] == 0.0
-    assert [r["status"] for r in rep["results"]] == ["done", "done"]
+    assert [r.status for r in rep.results] == ["done", "done"]
     assert predict({**batch, "commands": batch["commands"] + [DONE]}, st, prof) is None
-    real = {**rep, "end_state": {**end, "eef_pos_mm": [400.0, 0.0, 231.0]}}
+    real = replace(rep, end_state={**end, "eef_pos_mm": [400.0, 0.0, 231.0]})
     assert mismatch(real, end, prof) == ""
-    assert "mm from the predicted pose" in mismatch({**rep, "end_state": {**end, "eef_pos_mm": [400, 0, 250]}}, end, prof)
+    assert "mm from the predicted pose" in mismatch(replace(rep, end_state={**end, "eef_pos_mm": [400, 0, 250]}),
+                                                    end, prof)
     # a close that stalls on an object: the opening is not the predicted one
-    assert "gripper" in mismatch({**rep, "end_state": {**end, "gripper_fraction": 0.3}}, end, prof)
-    blocked = {**rep, "status": "blocked", "reason": "contact"}
+    assert "gripper" in mismatch(replace(rep, end_state={**end, "gripper_fraction": 0.3}), end, prof)
+    blocked = replace(rep, status="blocked", reason="contact")
     assert "blocked" in mismatch(blocked, end, prof)
 
 

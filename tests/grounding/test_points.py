@@ -11,7 +11,8 @@ import pytest
 
 from motormind.brains.openai_brain import VLMConfig
 from motormind.brains.scripted import ScriptedBrain
-from motormind.components import Context, ExecutorComponent, PlanDecision
+from motormind.components import Context, ExecutorComponent
+from motormind.messages import PlanDecision
 from motormind.episode.config import EpisodeConfig
 from motormind.grounding.pixels import PixelConvention
 from motormind.grounding.points import (FIELDS, Frame, Grounding, Point, convention_of, offset_words, resolve)
@@ -19,7 +20,7 @@ from motormind.profile import load_profile
 from motormind.record import Recorder
 from motormind.robots.fake import FakeRobot
 from motormind.roles.executor import Executor
-from motormind.roles.planner import Subgoal
+from motormind.messages import Subgoal
 from motormind.runner import EpisodeRunner
 from motormind.schemas import ROLE_SCHEMAS, validate
 

@@ -6,7 +6,7 @@ import pytest
 
 from motormind.brains.scripted import ScriptedBrain
 from motormind.errors import ResponseError
-from motormind.roles.base import extract_json
+from motormind.answers import extract_json
 from motormind.roles.executor import Executor
 
 OK = {"commands": [{"op": "move", "direction": "up", "distance_mm": 10}]}

@@ -573,7 +573,7 @@ def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
     out = [end + np.array([0.0, 0.0, 0.05])]          # the last leg done: out of it
     memo = brain.push_memo                            # object -> its origin when the last drag batch began
     was = memo.pop(a, None)
-    stuck = was is not None and float(np.linalg.norm(body.pos[:2] - was)) < STUCK_M and "blocked" in brain.last_report
+    stuck = was is not None and float(np.linalg.norm(body.pos[:2] - was)) < STUCK_M and brain.last_blocked
     lead = pose.grip[:2] - body.pos[:2]
     on = float(np.linalg.norm(lead)) < 0.01 or float(lead @ u) > math.cos(STAY_MAX) * float(np.linalg.norm(lead))
     if in_well and not stuck and on and pose.grip[2] < grip_z + 0.015:   # down in it, in its middle or leading

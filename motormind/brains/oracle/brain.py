@@ -126,7 +126,7 @@ class OracleBrain(Brain):
         self.closed_short: dict = {}  # object -> the attempt (len of tried) a stopped descent closed at
         self.carry_to: dict = {}    # object -> the release spot (xy) its last carry batch went for
         self.avoid: dict = {}       # object -> release spots a carry to was stopped by contact
-        self.last_report = ""       # the Executor's last report, as its prompt shows it
+        self.last_facts: dict = {}  # the facts of the Executor's last report (messages.Report.facts)
         self.scripts: dict = {}     # subgoal id it did not plan -> _Script: the whole task, step by step
         self.on_plan = None         # plan hook (subgoals, specs) -> None: a wrapper's grounding errors (brains/noisy.py)
         self.push_memo: dict = {}   # object -> its origin when the last drag batch on it began (articulated.push)
@@ -214,7 +214,7 @@ class OracleBrain(Brain):
         kind, a, b, pred = self.specs[ctx["subgoal_id"]]
         pose = pp.Pose.from_state(json.loads(ctx["state"]))
         w = self.world()
-        self.last_report = str(ctx.get("last_report") or "")
+        self.take_report(ctx)
         self.keep_still = []        # what the batch about to be computed goes to without moving it yet
         fn = getattr(self, f"_x_{kind}", None)
         if fn is not None:
@@ -235,7 +235,7 @@ class OracleBrain(Brain):
         as a rejection makes the Planner replan. It claims ``done`` once every goal predicate holds."""
         sid = ctx["subgoal_id"]
         pose = pp.Pose.from_state(json.loads(ctx["state"]))
-        self.last_report = str(ctx.get("last_report") or "")
+        self.take_report(ctx)
         m = self.profile.limits.max_batch
         for _ in range(12):                   # each pass advances a step or plans again; bounded
             run = self.scripts.get(sid)
@@ -415,9 +415,19 @@ class OracleBrain(Brain):
         cmds.append({"op": "gripper", "action": "open"})
         return cmds, True
 
+    def take_report(self, ctx: dict) -> None:
+        """Keep the facts of the last report the Executor's context gives (``report_facts``: the
+        Report's fields, ``components.report_context``; never its prose, which the prompt shows)."""
+        self.last_facts = dict(ctx.get("report_facts") or {})
+
     def _stopped_by_contact(self) -> bool:
-        """The last batch was stopped by contact (the Executor's last report says so)."""
-        return "status=blocked" in self.last_report and "stopped by contact" in self.last_report
+        """The last batch was stopped by contact: blocked against something (its report's facts)."""
+        return self.last_facts.get("status") == "blocked" and bool(self.last_facts.get("contact"))
+
+    @property
+    def last_blocked(self) -> bool:
+        """The last batch was blocked (its report's facts)."""
+        return self.last_facts.get("status") == "blocked"
 
     def _target(self, w: World, a: str, pred, pose: pp.Pose | None = None) -> pp.Target:
         """Where ``a`` goes for ``pred``, away from spots a carry there was stopped by contact, and
