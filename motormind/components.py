@@ -22,10 +22,10 @@ only that is a look (no control step, no batch: it is asked again at once, at mo
 ``EpisodeConfig.max_looks`` times before each batch). The Executor and the Verifier may ask for a new
 plan (``replan``): it ends the plan and reaches the Planner like a rejected verdict, with the reason.
 
-Messages (JSON on every transport, each with ``schema_version``): ``PlanDecision.to_json()`` is the
-``plan`` message, ``Escalation.to_json()`` the ``escalation`` message, a batch dict the
-``commands`` message, ``Report.to_json()`` the ``report`` message, ``Verdict.to_json()`` the
-``verdict`` message.
+Messages: the components take and give the typed messages of ``motormind/messages.py`` (Report,
+Verdict, PlanDecision, Escalation; a batch is still the Executor's dict until the Controller parses
+it); the transports encode them (``messages.encode``: JSON with ``schema_version``) where they leave
+the process.
 """
 from __future__ import annotations
 

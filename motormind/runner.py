@@ -25,7 +25,7 @@ from .episode.overlap import OFF, Overlap
 from .grounding.marks import Marker, options_of
 from .grounding.points import Grounding, convention_of
 from .messages import EventKind, Report
-from .record import Recorder
+from .record import Recorder, vlm_totals
 from .roles.executor import Executor
 from .roles.facts import PromptFacts
 from .roles.memory import Memory
@@ -81,20 +81,19 @@ class EpisodeRunner:
         self.monitor_c = MonitorComponent(self.monitor, instruction) if self.monitor else None
         if self.monitor_c is not None:
             self.monitor_c.setup = self.context.facts.robot()
-        self.vlm = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0}
+        self.vlm = vlm_totals(self.rec)     # the record's VLM calls (record.py), ahead ones by tag (by_tag)
         # Executor calls made ahead of their time (episode/overlap.py), per the brain's VLM config
         self.overlap = Overlap.parse(getattr(brain, "overlap", None) or         # (a wrapper: its inner's)
                                      getattr(getattr(brain, "inner", None), "overlap", None) or OFF)
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="ahead") if self.overlap.any else None
         self._tag = threading.local()       # the tag of the ahead call this thread makes
-        self.tagged: dict = {}              # tag -> {calls, s, input_tokens, output_tokens, cost_usd}
         self.machine = EpisodeMachine(self.cfg, self.executor_c, Hooks(
             evaluate=lambda: (self.success_fn(), self.steps_fn()), look=self._look,
             has_success_check=self.has_success_check, unfit=self._unfit, stop_reason=lambda: self._stop_reason,
             hold=self._park, review=self._review if operator is not None else None,
             interject=self._new_instruction if operator is not None else None,
             rejection=lambda batch, note: operator_rejection(batch, note, self.robot.observe().state_dict()),
-            vlm=lambda: (self.vlm["calls"], self.vlm["s"]), say=self._say,
+            vlm=lambda: (self.vlm["calls"], self.vlm["latency_s"]), say=self._say,
             brain=getattr(brain, "name", "?"), privileged=bool(getattr(brain, "privileged", False)),
             overlap=self.overlap, spawn=self._spawn if self._pool is not None else None, basis=self._scene_basis,
             record=self.rec))
@@ -102,7 +101,6 @@ class EpisodeRunner:
         self.t0 = self.machine.t0
         self.observers: list = []        # fn(label, Observation) at every look (the MCAP recorder)
         self._stop_reason = ""
-        self.rec.listeners.append(self._count_call)
         watch = getattr(brain, "watch_budget", None)
         if watch is not None:            # the brain may tell its endpoint what the episode has left
             watch(self.budget_left)
@@ -122,21 +120,6 @@ class EpisodeRunner:
     @property
     def motion_s(self) -> float:
         return self.machine.motion_s
-
-    def _count_call(self, ev: dict) -> None:
-        if ev["kind"] == EventKind.VLM_CALL:
-            self.vlm["calls"] += 1
-            self.vlm["s"] += float(ev.get("latency_s", 0.0))
-            self.vlm["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
-            self.vlm["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
-            if ev.get("ahead"):
-                t = self.tagged.setdefault(ev["ahead"], {"calls": 0, "s": 0.0, "input_tokens": 0,
-                                                         "output_tokens": 0, "cost_usd": 0.0})
-                t["calls"] += 1
-                t["s"] += float(ev.get("latency_s", 0.0) or 0.0)
-                t["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
-                t["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
-                t["cost_usd"] += float((ev.get("meta") or {}).get("cost_usd", 0.0) or 0.0)
 
     # -- overlap (episode/overlap.py) -------------------------------------------------------------
     def _tagged(self, kind: str, **data) -> None:
@@ -181,17 +164,19 @@ class EpisodeRunner:
         (their calls, model seconds, tokens, USD, and that share of the episode's VLM time)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)      # a dropped call still in flight is counted when it ends
-        if not result.overlap and not self.tagged:
+        tagged = self.vlm.get("by_tag") or {}
+        if not result.overlap and not tagged:
             return
         dropped = {e["tag"] for e in self.machine.overlap_log if e["outcome"] == "dropped"}
         cost = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
-        for tag, t in self.tagged.items():
+        for tag, t in tagged.items():
             if tag in dropped:
                 for k in cost:
-                    cost[k] += t[k]
+                    cost[k] += t["latency_s" if k == "s" else k]
         cost["s"] = round(cost["s"], 3)
         cost["cost_usd"] = round(cost["cost_usd"], 8)
-        cost["share_of_vlm_s"] = round(cost["s"] / self.vlm["s"], 4) if self.vlm["s"] else 0.0
+        vlm_s = self.vlm["latency_s"]
+        cost["share_of_vlm_s"] = round(cost["s"] / vlm_s, 4) if vlm_s else 0.0
         result.overlap = {**result.overlap, "dropped_cost": cost}
 
     # -- helpers --------------------------------------------------------------------------------

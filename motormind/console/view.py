@@ -12,6 +12,7 @@ from collections import deque
 from pathlib import PurePath
 
 from ..messages import EventKind
+from ..record import count_vlm, new_vlm_totals
 from ..vocabulary import describe
 
 MAX_BATCHES = 30
@@ -23,8 +24,6 @@ def _short(v, n: int = 160) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _no_calls() -> dict:
-    return {"calls": 0, "latency_s": 0.0, "input_tokens": 0, "output_tokens": 0}
 
 
 class ConsoleView:
@@ -44,7 +43,7 @@ class ConsoleView:
         self.verdicts: deque = deque(maxlen=100)
         self.memory: dict = {"summary": "", "facts": []}
         self.vlm: deque = deque(maxlen=MAX_LOG)
-        self.vlm_totals = _no_calls()
+        self.vlm_totals = new_vlm_totals()
         # over ROS 2 a call names its episode's instruction (role_nodes.py) and may come before that
         # episode's start (another node, another topic): its count waits here for the start
         self._calls_ahead: dict = {}
@@ -120,7 +119,7 @@ class ConsoleView:
             self.plan, self.batches, self._by_id = [], deque(maxlen=MAX_BATCHES), {}
             # the episode's own calls, as its summary.json counts them (not the sum over the session's episodes)
             self._started = ev.get("instruction", "")
-            self.vlm_totals = self._calls_ahead.pop(self._started, None) or _no_calls()
+            self.vlm_totals = self._calls_ahead.pop(self._started, None) or new_vlm_totals()
             self._calls_ahead.clear()
             self.manual_used = str(ev.get("brain", "")).endswith(":manual")
             self._tl(t, k, f"episode started: {ev.get('instruction', '')}"
@@ -219,10 +218,7 @@ class ConsoleView:
                              "error": _short(ev.get("error", ""), 200), "response": _short(ev.get("response", ""), 400)})
             tot = self._calls_of(ev)
             if tot is not None:
-                tot["calls"] += 1
-                tot["latency_s"] = round(tot["latency_s"] + float(ev.get("latency_s") or 0), 3)
-                tot["input_tokens"] += int(ev.get("input_tokens") or 0)
-                tot["output_tokens"] += int(ev.get("output_tokens") or 0)
+                count_vlm(tot, ev)
         elif k == "estop":
             self.controller.update(estop=True, estop_reason=ev.get("reason", ""))
             self.alerts.append({"t": t, "source": "controller", "text": f"EMERGENCY STOP: {ev.get('reason', '')}"})
@@ -288,7 +284,7 @@ class ConsoleView:
         if instr is not None and instr != self._started:
             while len(self._calls_ahead) >= 8:
                 self._calls_ahead.pop(next(iter(self._calls_ahead)))
-            return self._calls_ahead.setdefault(instr, _no_calls())
+            return self._calls_ahead.setdefault(instr, new_vlm_totals())
         return None if self.episode.get("status") == "ended" else self.vlm_totals
 
     # -- the snapshot ---------------------------------------------------------------------------

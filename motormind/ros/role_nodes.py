@@ -21,6 +21,7 @@ from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, H
 from ..grounding.marks import Marker, options_of
 from ..grounding.points import Grounding, convention_of
 from ..messages import Escalation, EventKind, PlanDecision, Report, Verdict, encode
+from ..record import count_vlm, new_vlm_totals
 from ..roles.executor import Executor
 from ..roles.facts import BudgetCounter, PromptFacts
 from ..roles.memory import Memory
@@ -138,7 +139,7 @@ class RoleNode(MotorMindNode):
         """A VLM call names its episode (the instruction: a node takes a new task only with a new one),
         so the Executor's count and the console's are of the same calls, whatever order the topics
         deliver them in."""
-        if kind == "vlm_call":
+        if kind == EventKind.VLM_CALL:
             data.setdefault("instruction", self.instruction)
         super().record(kind, **data)
 
@@ -255,13 +256,11 @@ class ExecutorNode(RoleNode):
         if ev.get("kind") == EventKind.VLM_CALL:
             while len(self.vlm) >= 8 and ev.get("instruction") not in self.vlm:
                 self.vlm.pop(next(iter(self.vlm)))
-            c = self.vlm.setdefault(str(ev.get("instruction", "")), {"calls": 0, "s": 0.0})
-            c["calls"] += 1
-            c["s"] += float(ev.get("latency_s", 0.0) or 0.0)
+            count_vlm(self.vlm.setdefault(str(ev.get("instruction", "")), new_vlm_totals()), ev)
 
     def _calls(self) -> tuple[int, float]:
-        c = self.vlm.get(self.instruction) or {"calls": 0, "s": 0.0}
-        return c["calls"], c["s"]
+        c = self.vlm.get(self.instruction) or new_vlm_totals()
+        return c["calls"], c["latency_s"]
 
     def on_task(self, msg: dict) -> None:
         component = ExecutorComponent(Executor(self.brain, self.record), self.cfg, self.prompt_ctx, self.say)

@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from motormind.messages import EventKind
+from motormind.record import vlm_totals_of
 
 CONDITIONS = {"off": ("off",), "on": ("on",), "both": ("off", "on")}
 SEED_RESULT = {"all": 0.95, "off": 0.98, "on": 0.92}     # the seed paper's xArm6 placement figures
@@ -245,16 +245,9 @@ def report_rows(results: list[TrialResult], scene: str, root: Path) -> list[dict
     rows = []
     for r in results:
         run_dir = root / f"t{r.seed:03d}_{r.interference}"
-        calls, vlm_s = 0, 0.0
-        try:
-            for line in (run_dir / "events.jsonl").read_text().splitlines():
-                ev = json.loads(line)
-                if ev.get("kind") == EventKind.VLM_CALL:
-                    calls += 1
-                    if ev.get("role") in ("planner", "executor", "verifier"):
-                        vlm_s += float(ev.get("latency_s", 0.0) or 0.0)
-        except (OSError, ValueError):
-            pass
+        tot = vlm_totals_of(run_dir / "events.jsonl")
+        calls = tot["calls"]
+        vlm_s = sum(v for role, v in tot["latency_by_role"].items() if role in ("planner", "executor", "verifier"))
         itf = "off" if r.interference == "off" else (f"fetched@{r.event['when']}" if r.event else "on")
         rows.append({"key": f"xarm6_{scene}/0/{r.seed}/s0/{r.brain}/full/-/itf={r.interference}",
                      "suite": f"xarm6_{scene}", "task": 0, "init_state": r.seed, "seed": 0, "ablation": "full",
