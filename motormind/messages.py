@@ -1,11 +1,13 @@
 """The messages between the layers, typed, and their one codec.
 
-The core hands these objects to each other; only the ROS 2 shell (``motormind/ros/``) and the
-recorders (``motormind/record.py``, ``motormind/mcap_record.py``) turn them into JSON, with
-``encode`` and back with ``decode`` (each message's ``to_json`` / ``from_json``: one wire form per
-message, with the ``schema_version`` every JSON payload carries, docs/DESIGN.md's topic contract).
+The core hands these objects to each other; they become JSON only where they leave it: a ROS 2
+topic (``motormind/ros/``), the record (``motormind/record.py``, ``motormind/mcap_record.py``) and the
+Controller's event stream. One wire form per message (its ``to_json``, read back by ``from_json``;
+``encode`` / ``decode`` by topic), with the ``schema_version`` every JSON payload carries (the
+topics of docs/ros2.md).
 
-    Batch          the ``commands`` message: a batch of parsed commands (``commands.parse_batch``)
+    Batch          a batch of parsed commands, checked against a profile (``commands.parse_batch``, the
+                   Controller's validation; the ``commands`` topic carries the Executor's dict as proposed)
     CommandResult  one command's result, inside a Report
     Report         the ``report`` message: what became of a batch, with its facts as fields (``contact``:
                    stopped against something; ``stalled``: stopped short without contact; ``held_mm``:
@@ -127,7 +129,8 @@ class Report:
     """What became of a batch. Its facts are fields: ``contact`` (the command that stopped it was
     blocked against something), ``stalled`` (it was blocked short of its target without contact: no
     progress, a timeout), ``held_mm`` (the finger gap an object is held at when it ended; None: nothing
-    held). A reader decides on these, never on the reasons' prose."""
+    held, or not known: a report the Controller did not make, an operator's rejection). A reader decides
+    on these, never on the reasons' prose."""
     batch_id: str
     subgoal_id: str
     status: Status
