@@ -477,7 +477,7 @@ class MemoryNode(RoleNode):
         """The record of the Memory of ``instruction``'s episode: its VLM calls name that episode, its
         summaries go out on ``memory`` naming it while it is the current one."""
         def record(kind: str, **data) -> None:
-            if kind == "vlm_call":
+            if kind == EventKind.VLM_CALL:
                 data.setdefault("instruction", instruction)
             self.record(kind, **data)
             if kind == "memory" and instruction == self.instruction:     # an ended episode's: for no prompt

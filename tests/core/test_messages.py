@@ -120,7 +120,7 @@ def _oracle_reads(rep: Report) -> bool:
     ex.propose(STATE, {}, "b4")
     ctx = _wire(brain.requests[-1].context)
     assert ctx["last_report"] == brief_report(rep)            # what the prompt shows is the prose
-    oracle = OracleBrain(None, PROFILE)
+    oracle = OracleBrain(None, load_profile("libero_panda"))
     oracle.take_report(ctx)
     return oracle._stopped_by_contact()
 
