@@ -47,7 +47,7 @@ class EventKind(Word):
     COMMAND_END = "command_end"
     REPORT = "report"
     VERDICT = "verdict"
-    VLM_CALL = "vlm_call"            # one brain call (``roles/base.py``): what VLM totals count (record.vlm_totals)
+    VLM_CALL = "vlm_call"            # one brain call (``roles/base.py``): what VLM totals count (vlm_calls.py)
     VLM_RETRY = "vlm_retry"
     REPAIR_REQUEST = "repair_request"
     ROLE_FAILED = "role_failed"

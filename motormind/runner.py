@@ -25,13 +25,14 @@ from .episode.overlap import OFF, Overlap
 from .grounding.marks import Marker, options_of
 from .grounding.points import Grounding, convention_of
 from .messages import EventKind, Report
-from .record import Recorder, vlm_totals
+from .record import Recorder
 from .roles.executor import Executor
 from .roles.facts import PromptFacts
 from .roles.memory import Memory
 from .roles.monitor import Monitor
 from .roles.planner import Planner
 from .roles.verifier import Verifier
+from .vlm_calls import vlm_totals
 
 __all__ = ["EpisodeConfig", "EpisodeResult", "EpisodeRunner"]
 
@@ -81,7 +82,7 @@ class EpisodeRunner:
         self.monitor_c = MonitorComponent(self.monitor, instruction) if self.monitor else None
         if self.monitor_c is not None:
             self.monitor_c.setup = self.context.facts.robot()
-        self.vlm = vlm_totals(self.rec)     # the record's VLM calls (record.py), ahead ones by tag (by_tag)
+        self.vlm = vlm_totals(self.rec)     # the record's VLM calls (vlm_calls.py), ahead ones by tag (by_tag)
         # Executor calls made ahead of their time (episode/overlap.py), per the brain's VLM config
         self.overlap = Overlap.parse(getattr(brain, "overlap", None) or         # (a wrapper: its inner's)
                                      getattr(getattr(brain, "inner", None), "overlap", None) or OFF)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 
 from motormind.brains.openai_brain import OpenAIBrain, load_vlm_config
-from motormind.episode.run import vlm_totals
+from motormind.vlm_calls import vlm_totals
 from motormind.record import Recorder
 from motormind.robots.fake import FakeRobot
 from motormind.runner import EpisodeConfig, EpisodeRunner

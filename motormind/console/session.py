@@ -127,7 +127,7 @@ class EpisodeHost:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = self.out_root / f"{stamp}_episode{len(self.episodes) + 1}"
         rec = Recorder(run_dir)
-        from ..record import vlm_totals, vlm_trouble
+        from ..vlm_calls import vlm_totals, vlm_trouble
         vtot = vlm_totals(rec)                  # every recorded call: the count the console's page shows
         takes_record = bool(inspect.signature(self.make_brain).parameters)
         brain = self.brain = self.make_brain(rec) if takes_record else self.make_brain()

@@ -12,7 +12,7 @@ from collections import deque
 from pathlib import PurePath
 
 from ..messages import EventKind
-from ..record import count_vlm, new_vlm_totals
+from ..vlm_calls import count_vlm, new_vlm_totals
 from ..vocabulary import describe
 
 MAX_BATCHES = 30

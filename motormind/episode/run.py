@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import __version__
-from ..record import Recorder, vlm_totals, vlm_trouble  # noqa: F401 - the record's VLM totals (record.py), used here
+from ..record import Recorder
+from ..vlm_calls import vlm_totals, vlm_trouble
 from ..runner import EpisodeRunner
 from .config import WALL_BUDGET_S, EpisodeConfig
 

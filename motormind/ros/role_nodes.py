@@ -21,7 +21,7 @@ from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, H
 from ..grounding.marks import Marker, options_of
 from ..grounding.points import Grounding, convention_of
 from ..messages import Escalation, EventKind, PlanDecision, Report, Verdict, encode
-from ..record import count_vlm, new_vlm_totals
+from ..vlm_calls import count_vlm, new_vlm_totals
 from ..roles.executor import Executor
 from ..roles.facts import BudgetCounter, PromptFacts
 from ..roles.memory import Memory

@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from motormind.record import vlm_totals_of
+from motormind.vlm_calls import vlm_totals_of
 
 CONDITIONS = {"off": ("off",), "on": ("on",), "both": ("off", "on")}
 SEED_RESULT = {"all": 0.95, "off": 0.98, "on": 0.92}     # the seed paper's xArm6 placement figures

@@ -3,7 +3,8 @@ description of itself, and the events after it are written too."""
 import json
 
 from motormind.messages import EventKind
-from motormind.record import Recorder, count_vlm, new_vlm_totals, vlm_totals, vlm_totals_of
+from motormind.record import Recorder
+from motormind.vlm_calls import count_vlm, new_vlm_totals, vlm_totals, vlm_totals_of
 
 
 def test_an_unwritable_value_is_described_not_lost(tmp_path):

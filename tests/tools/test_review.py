@@ -99,7 +99,8 @@ def test_the_end_summary_and_summary_json_agree_and_name_the_vlm_trouble(tmp_pat
     from fake_episode import run_fake
 
     from motormind.cli import end_lines
-    from motormind.episode.run import timing, vlm_trouble
+    from motormind.episode.run import timing
+    from motormind.vlm_calls import vlm_trouble
     res, robot, events, srv, tot = run_fake(tmp_path, {"malformed_json": 1.0, "roles": ["executor"]},
                                          max_replans=1, max_batches=10)
     calls = sum(e["kind"] == "vlm_call" for e in events)
