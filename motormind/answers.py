@@ -1,8 +1,10 @@
 """The one JSON object in a VLM's answer (``extract_json``): one definition of how it is found, used
-by the roles (``roles/base.py``), the openai brain, its probes and the endpoint check.
+by the roles (``roles/base.py``), the openai brain, its probes and the endpoint check; and
+``last_json_object``, the answer a reasoning model left in its reasoning.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -45,3 +47,26 @@ def extract_json(text: str) -> Any:
         return decode_json(s, "answer")
     except CommandError as e:
         raise ResponseError(str(e)) from None
+
+
+def last_json_object(text: str) -> str:
+    """The last complete top-level ``{...}`` in ``text`` that parses ("" when none): the answer a
+    reasoning model left at the end of its reasoning (brains/openai_brain.py reads it there)."""
+    end = text.rfind("}")
+    while end >= 0:
+        depth = 0
+        for i in range(end, -1, -1):
+            c = text[i]
+            if c == "}":
+                depth += 1
+            elif c == "{":
+                depth -= 1
+                if depth == 0:
+                    cand = text[i:end + 1]
+                    try:
+                        json.loads(cand)
+                        return cand
+                    except ValueError:
+                        break
+        end = text.rfind("}", 0, end)
+    return ""

@@ -58,7 +58,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from ..answers import extract_json
+from ..answers import extract_json, last_json_object
 from ..errors import BrainUnfit, ConfigError, MotorMindError, yaml_error
 from .base import Brain, BrainReply, BrainRequest
 from ..grounding.image_sizing import RULES as IMAGE_RULES
@@ -348,28 +348,6 @@ def _reasoning(msg) -> tuple[str, str]:
         if isinstance(v, str) and v.strip():
             return name, v
     return "", ""
-
-
-def _last_json_object(text: str) -> str:
-    """The last complete top-level ``{...}`` in ``text`` that parses ("" when none)."""
-    end = text.rfind("}")
-    while end >= 0:
-        depth = 0
-        for i in range(end, -1, -1):
-            c = text[i]
-            if c == "}":
-                depth += 1
-            elif c == "{":
-                depth -= 1
-                if depth == 0:
-                    cand = text[i:end + 1]
-                    try:
-                        json.loads(cand)
-                        return cand
-                    except ValueError:
-                        break
-        end = text.rfind("}", 0, end)
-    return ""
 
 
 def _parses(text: str) -> bool:
@@ -695,7 +673,7 @@ class OpenAIBrain(Brain):
                "reasoning_chars": len(reasoning)}
         text = content
         if not content.strip() and reasoning.strip():
-            text = _last_json_object(reasoning) or reasoning
+            text = last_json_object(reasoning) or reasoning
             out["answer_from"] = field_name
             quirks.append({"quirk": "answer_in_reasoning", "detail": f"content empty; {len(reasoning)} characters "
                            f"in {field_name}", "action": f"the answer read from {field_name}"})

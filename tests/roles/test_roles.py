@@ -6,7 +6,7 @@ import pytest
 
 from motormind.brains.scripted import ScriptedBrain
 from motormind.errors import ResponseError
-from motormind.answers import extract_json
+from motormind.answers import extract_json, last_json_object
 from motormind.roles.executor import Executor
 
 OK = {"commands": [{"op": "move", "direction": "up", "distance_mm": 10}]}
@@ -17,6 +17,11 @@ def test_one_object_in_any_of_the_usual_wrappings():
     assert extract_json(json.dumps(OK)) == OK
     assert extract_json("Here it is.\n```json\n" + json.dumps(OK) + "\n```\nGood luck {sic}.") == OK
     assert extract_json("I would do this: " + json.dumps(OK) + " and then look.") == OK
+
+
+def test_a_reasoning_trace_gives_its_last_complete_object():
+    trace = "draft: " + json.dumps(OTHER) + " hmm, no {not json}. Final: " + json.dumps(OK) + " done {"
+    assert json.loads(last_json_object(trace)) == OK and last_json_object("no object here") == ""
 
 
 @pytest.mark.parametrize("text, why", [
