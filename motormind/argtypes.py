@@ -189,8 +189,8 @@ def out_dir(text: str) -> str:
 
 
 def interference(text: str) -> str:
-    """``WHAT@WHEN`` (evaluate/interference.py), or ``off``: the setting, normalised."""
-    from .evaluate.interference import parse_setting, setting_name
+    """``WHAT@WHEN`` (interference_setting.py), or ``off``: the setting, normalised."""
+    from .interference_setting import parse_setting, setting_name
     try:
         got = parse_setting(text, flag="")
     except ValueError as e:
@@ -201,7 +201,7 @@ def interference(text: str) -> str:
 def shift_mm(text: str) -> tuple:
     """``LO-HI`` millimetres (or one number) for --interference-mm: 0 < LO <= HI <= the largest
     shift; returned in metres."""
-    from .evaluate.interference import MAX_SHIFT_M
+    from .interference_setting import MAX_SHIFT_M
     top = MAX_SHIFT_M * 1000.0
     lo_s, sep, hi_s = str(text).strip().partition("-")
     try:

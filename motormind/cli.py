@@ -6,7 +6,8 @@ import sys
 
 
 def _run(args) -> int:
-    from .episode.run import RunSpec, run_episode
+    from .session.open import open_episode
+    from .session.setup import run_setup
     # what the command line can get wrong is found here, before the simulation is built: the values
     # by their argparse types; the VLM endpoint (a dead port); the console's port (bound now, held)
     if args.brain == "openai" or (args.brain is None and args.vlm):
@@ -17,15 +18,11 @@ def _run(args) -> int:
         from .argtypes import split_host_port
         from .webserver import listen_for
         console_sock = listen_for("--console", *split_host_port(args.console))
-    spec = RunSpec(suite=args.suite, task=args.task, init_state=args.init_state, seed=args.seed,
-                   brain=args.brain or ("openai" if args.vlm else "oracle"), max_steps=args.max_steps,
-                   wall_budget_s=args.wall_budget, image_size=args.image_size, images=not args.no_images,
-                   out=args.out, media=not args.no_media, vlm=args.vlm, vlm_set=tuple(args.vlm_set),
-                   mcap=args.mcap, console=args.console, console_token=args.console_token,
-                   approval=args.approval, console_hold=args.console_hold, console_frame_hz=args.console_frame_hz,
-                   interference=None if args.interference == "off" else args.interference,
-                   interference_shift_m=args.interference_mm, video_every=args.videos)
-    s = run_episode(spec, console_sock=console_sock)
+    setup = run_setup(args)
+    s = open_episode(setup, console_sock=console_sock)
+    if setup.video_every:
+        from .evaluate.episode_page import write_page
+        s["episode_page"] = str(write_page(s["run_dir"]))
     label = " [oracle: privileged simulator state]" if s["privileged"] else ""
     print(f"{'SUCCESS' if s['success'] else 'FAILURE'}: {s['outcome']} - {s['reason']}{label}")
     for line in end_lines(s):
@@ -79,7 +76,7 @@ PLUGINS = [
     "motormind.evaluate.compare", # compare: result directories side by side
     "motormind.diagnose.cli",     # diagnose: the VLM skill diagnostic
     "motormind.sim.xarm_emulator.cli",  # emulate: the xArm6 controller emulator (--scene: the physics cell)
-    "motormind.sim.xarm_cell.trials",   # trials: placement trials on the xArm6 rehearsal cell
+    "motormind.evaluate.trials",  # trials: placement trials on the xArm6 rehearsal cell
     "motormind.ros.cli",          # launch: start the ROS 2 nodes without the ros2 CLI
     "motormind.console.cli",      # console: the operator console
 ]
@@ -91,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .argtypes import (Parser, host_port, interference, non_negative, non_negative_int, out_dir, positive_int,
                            seconds, shift_mm)
     from .episode.config import WALL_BUDGET_S
-    from .evaluate.interference import SHIFT_M
+    from .interference_setting import SHIFT_M
     from . import __version__
     p = Parser(prog="motormind", description=__doc__)
     p.add_argument("--version", action="version", version=f"motormind {__version__}")

@@ -52,7 +52,9 @@ def _mean(xs):
 
 
 def main(argv=None) -> int:
-    from motormind.episode.run import RunSpec, run_episode
+    from motormind.registry import BrainConfig
+    from motormind.session.open import open_episode
+    from motormind.session.setup import libero_setup
     from motormind.serve.faults import FAULTS
     from motormind.serve.quirks import QUIRKS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -106,9 +108,10 @@ def main(argv=None) -> int:
                     sets.append(f"{kind}.{fault}={a.rate}")
                 if kind == "quirks":
                     sets.append(f"quirks.seed={seed}")
-                spec = RunSpec(suite=suite, task=task, init_state=init, brain="openai", vlm=a.vlm,
-                               vlm_set=tuple(sets), media=False, out=str(out / f"{fault}_{suite}_t{task}_i{init}"))
-                s = run_episode(spec, progress=lambda m: None, robot=robot)
+                setup = libero_setup(suite, task, init, brain=BrainConfig("openai", vlm=a.vlm or "openai",
+                                                                         vlm_set=tuple(sets)),
+                                     media=False, out=str(out / f"{fault}_{suite}_t{task}_i{init}"))
+                s = open_episode(setup, progress=lambda m: None, robot=robot)
                 v = s["vlm"]
                 row = {"fault": fault, "rate": a.rate if fault != "none" else 0.0, "suite": suite, "task": task,
                        "init_state": init, "fault_seed": seed, "success": s["success"], "outcome": s["outcome"],

@@ -23,7 +23,8 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 
 def main(argv=None) -> int:
-    from motormind.episode.run import RunSpec, run_episode
+    from motormind.session.open import open_episode
+    from motormind.session.setup import libero_setup
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suites", nargs="+", default=["libero_spatial", "libero_object"])
     ap.add_argument("--tasks", default="0-4")
@@ -45,8 +46,8 @@ def main(argv=None) -> int:
         if key in done:
             continue
         s, t, i = key
-        spec = RunSpec(suite=s, task=t, init_state=i, out=str(out / f"{s}_t{t}_i{i}"), images=not a.no_images)
-        summ = run_episode(spec, progress=lambda m: None)
+        setup = libero_setup(s, t, i, out=str(out / f"{s}_t{t}_i{i}"), images=not a.no_images)
+        summ = open_episode(setup, progress=lambda m: None)
         row = {k: summ[k] for k in ("suite", "task", "init_state", "success", "outcome", "reason", "steps",
                                     "step_budget", "batches", "replans", "verifier_rejections", "vlm_calls",
                                     "episode_wall_s", "wall_s", "brain", "privileged", "instruction")}

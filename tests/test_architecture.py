@@ -195,24 +195,18 @@ HOUSE = _house()
 UPWARD = {
     ("motormind/cli.py", "motormind.brains"): "the command line imports a subcommand's modules when it runs "
                                                 "(lazy entry points: `motormind --help` loads nothing heavy)",
-    ("motormind/cli.py", "motormind.episode"): "the same: `motormind run`",
-    ("motormind/cli.py", "motormind.evaluate"): "the same: `motormind eval`",
+    ("motormind/cli.py", "motormind.episode"): "the same: `motormind run`'s wall budget default",
+    ("motormind/cli.py", "motormind.evaluate"): "the same: `motormind run --videos` writes the episode page",
+    ("motormind/cli.py", "motormind.session"): "the same: `motormind run` opens its episode (session/open.py)",
     ("motormind/cli.py", "motormind.webserver"): "the same: the console's port, bound before the run",
     ("motormind/console/cli.py", "motormind.ros"): "`motormind console --ros` starts the ROS 2 node: rclpy is "
                                                    "imported only then (deferred heavy import)",
-    ("motormind/argtypes.py", "motormind.evaluate"): "--interference is parsed by evaluate/interference.py's own "
-                                                     "parser (one definition), read when the argument is",
-    ("motormind/brains/openai_brain.py", "motormind.episode"): "the VLM config's overlap: is checked by "
-                                                               "episode/overlap.py's parser (issue 37)",
-    ("motormind/episode/run.py", "motormind.console"): "run_episode assembles its attachments (console, "
-                                                       "interference) inside episode/ (issue 35: one way to open "
-                                                       "an episode)",
-    ("motormind/episode/run.py", "motormind.evaluate"): "the same: the outside hand of interference",
-    ("sim/xarm_cell/trials.py", "motormind.brains"): "trials.py is an evaluation driver kept in sim/ (issue 35 moves "
-                                                     "it under evaluate/)",
-    ("sim/xarm_cell/trials.py", "motormind.components"): "the same evaluation driver (issue 35)",
-    ("sim/xarm_cell/trials.py", "motormind.evaluate"): "the same evaluation driver (issue 35)",
-    ("sim/xarm_cell/trials.py", "motormind.runner"): "the same evaluation driver (issue 35)",
+    ("motormind/episode/machine.py", "motormind.components"): "the machine reads the components' PlanDecision, "
+                                                              "verdicts and Ahead (typed messages, issue 35, move "
+                                                              "them below episode/)",
+    ("motormind/episode/machine.py", "motormind.roles"): "the same: the Verifier's Verdict (issue 35)",
+    ("motormind/episode/overlap.py", "motormind.commands"): "the overlap's prediction parses the batch's commands "
+                                                            "(issue 37)",
 }
 
 # import cycles between files (every import read) -> why

@@ -145,7 +145,7 @@ class EpisodeHost:
             result = self.runner.run()
             summary = {"instruction": instruction, **result.to_json(), "run_dir": str(run_dir),
                        "episode_wall_s": round(time.monotonic() - t0, 3),
-                       # one count of calls, as motormind run's summary.json (episode/run.py) and the page give it
+                       # one count of calls, as motormind run's summary.json (session/open.py) and the page give it
                        "vlm_calls": vtot["calls"], "vlm_trouble": vlm_trouble(vtot)}
             rec("episode_end", **{k: summary.get(k) for k in ("success", "outcome", "reason", "steps", "wall_s")})
             rec.write_json("summary.json", summary)

@@ -5,11 +5,11 @@ evaluation's jobs, the ROS 2 configuration file's ``episode:`` section), so a de
 once. Built strictly from a file (``strict_config.from_mapping``) or in code; either way the
 ranges are checked: ``EpisodeConfig(max_batches=0)`` is a ConfigError naming the field. Frozen: a
 validated config is never changed; a variant is ``dataclasses.replace(cfg, max_batches=3)`` (checked
-again), and the step budget is known before the robot is built (motormind/session/setup.py).
+again), and the step budget is known before the robot is built (``with_step_budget``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..strict_config import check_fields
 
@@ -37,6 +37,15 @@ class EpisodeConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+
+def with_step_budget(cfg: EpisodeConfig, robot_cfg) -> EpisodeConfig:
+    """``cfg`` with the robot's step budget when it names none (a backend config with ``step_budget``:
+    LIBERO-PRO's; the others count no budget)."""
+    if cfg.max_steps is not None:
+        return cfg
+    budget = getattr(robot_cfg, "step_budget", None)
+    return replace(cfg, max_steps=budget()) if budget is not None else cfg
 
 
 DEFAULTS = EpisodeConfig()

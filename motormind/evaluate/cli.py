@@ -62,9 +62,9 @@ def _check_concurrency(a) -> None:
 
 
 def register(sub) -> None:
-    from ..argtypes import interference, non_negative_int, out_dir, positive_int, seconds, shift_mm
+    from ..argtypes import interference, non_negative, non_negative_int, out_dir, positive_int, seconds, shift_mm
     from ..episode.config import WALL_BUDGET_S
-    from .interference import SHIFT_M
+    from ..interference_setting import SHIFT_M
     p = sub.add_parser("eval", help="evaluate on LIBERO-PRO suites: parallel, resumable, with reports",
                        description=__doc__)
     p.add_argument("--suites", nargs="+", default=None,
@@ -116,6 +116,11 @@ def register(sub) -> None:
                    help="fake: the kinematic fake with a scripted brain (to exercise the machinery)")
     p.add_argument("--out", default=None, type=out_dir,
                    help="results directory; rerunning with the same --out resumes")
+    # faults for the tests of the evaluation machinery (workers, resume, Ctrl-C): named, never on by default
+    p.add_argument("--test-sleep", type=non_negative, default=0.0, metavar="SECONDS",
+                   help="tests: each episode waits SECONDS before it starts (episodes overlap; a Ctrl-C lands)")
+    p.add_argument("--test-crash-once", default=None, metavar="MARKER",
+                   help="tests: the worker running init state 1 exits (code 3) once, making the file MARKER")
     p.set_defaults(fn=main)
     from .steps import register as register_steps     # steps: where the episodes' control steps go
     register_steps(sub)
@@ -127,6 +132,7 @@ def main(a) -> int:
     from ..evaluate.jobs import ABLATIONS, BRAINS, DEFAULT_SUITE, grid
     from ..evaluate.report import write_reports
     from ..evaluate.store import ResultStore
+    from ..session.setup import TestFaults
     suites = []
     for s in a.suites or [DEFAULT_SUITE[a.backend]]:
         if s == "base":
@@ -167,7 +173,8 @@ def main(a) -> int:
     jobs = grid(suites, tasks, inits, seeds, a.brain, a.ablations, noise, max_steps=a.max_steps,
                 wall_budget_s=a.wall_budget, images=not a.no_images, backend=a.backend,
                 vlm=a.vlm if a.brain == "openai" else None, vlm_set=tuple(a.vlm_set) if a.brain == "openai" else (),
-                interference=a.interference, interference_shift_m=a.interference_mm, video_every=a.videos)
+                interference=a.interference, interference_shift_m=a.interference_mm, video_every=a.videos,
+                faults=TestFaults(a.test_sleep, a.test_crash_once))
     todo = [j for j in jobs if not store.done(j.key)]
     from .provenance import load as load_stamp
     from .provenance import stamp

@@ -141,7 +141,7 @@ def page(run_dir: str | Path, summary: dict | None = None) -> str:
 
 def write_page(run_dir: str | Path, summary: dict | None = None) -> Path:
     """RUN_DIR/episode.html; ``summary``: the page's facts where the record has no summary.json (an
-    xArm6 trial's report row, sim/xarm_cell/trials.py)."""
+    xArm6 trial's report row, evaluate/trials.py)."""
     p = Path(run_dir) / "episode.html"
     p.write_text(page(run_dir, summary))
     return p

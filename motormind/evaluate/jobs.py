@@ -5,12 +5,13 @@ import os
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..episode.config import ABLATIONS as _SWITCHES
 from ..episode.config import WALL_BUDGET_S, EpisodeConfig
-from .interference import SHIFT_M
+from ..interference_setting import SHIFT_M
+from ..session.setup import TestFaults
 
 ABLATIONS = ("full", *(f"no_{s}" for s in _SWITCHES))     # full, no_replan, no_planner, no_monitor, ...
 
@@ -19,7 +20,7 @@ ABLATIONS = ("full", *(f"no_{s}" for s in _SWITCHES))     # full, no_replan, no_
 BRAINS = {"libero": ("oracle", "noisy", "openai"), "fake": ("scripted", "openai")}
 DEFAULT_SUITE = {"libero": "libero_spatial", "fake": "fake"}
 # the kinematic fake's suites: name -> (tasks, init states of each task). A task, an init state
-# and a seed pick the fake's reach (_run_fake); anything outside these is refused (checks.check_grid)
+# and a seed pick the fake's move (fake_task); anything outside these is refused (checks.check_grid)
 FAKE_SUITES = {"fake": (10, 50)}
 
 
@@ -54,9 +55,10 @@ class Job:
     vlm: str | None = None               # brain openai: the VLM config (configs/vlm/NAME.yaml or a path)
     vlm_set: tuple = ()                  # brain openai: overrides of it, "key=value"
     attempt: int = 0
-    interference: str = "off"            # "WHAT@WHEN" (evaluate/interference.py) or "off"
+    interference: str = "off"            # "WHAT@WHEN" (session/interference.py) or "off"
     interference_shift_m: tuple = SHIFT_M
     video_every: int = 0                 # --videos: a rollout video, a frame every N control steps (0: none)
+    faults: TestFaults = field(default_factory=TestFaults, compare=False)   # --test-*: not in the key nor the row
 
     @property
     def key(self) -> str:
@@ -71,6 +73,7 @@ class Job:
 
     def to_json(self) -> dict:
         d = asdict(self)
+        del d["faults"]
         d["noise"] = dict(self.noise)
         d["interference_shift_m"] = list(self.interference_shift_m)
         d["key"] = self.key
@@ -83,24 +86,55 @@ def config_for(job: Job) -> EpisodeConfig:
     return EpisodeConfig(**{job.ablation.removeprefix("no_"): False})
 
 
+def job_setup(job: Job, run_dir: str):
+    """The episode a job names, as every episode is set up (motormind/session/setup.py): the job's
+    fields are its key and its row's columns; its setup is this."""
+    from ..errors import ConfigError
+    from ..registry import BrainConfig
+    from ..session.setup import EpisodeSetup, InterferenceSpec, libero_setup
+    attached = dict(out=run_dir, media=bool(job.video_every), video_every=job.video_every or None, noise=job.noise,
+                    faults=job.faults, interference=None if job.interference == "off" else
+                    InterferenceSpec(job.interference, tuple(job.interference_shift_m)))
+    brain = BrainConfig(job.brain, vlm=job.vlm or "openai", vlm_set=tuple(job.vlm_set)) \
+        if job.brain in ("oracle", "openai") else None
+    if job.backend == "libero":
+        return libero_setup(job.suite, job.task, job.init_state, job.seed, brain, job.max_steps, None, config_for(job),
+                            job.wall_budget_s, job.images, **attached)
+    if job.brain not in BRAINS["fake"]:              # eval's check_grid and brain check refuse it first
+        raise ConfigError(f"--brain: {job.brain!r} does not run on the fake backend (it runs: "
+                          f"{', '.join(BRAINS['fake'])})")
+    from ..registry import robot_config
+    task, batches = fake_task(job)
+    return EpisodeSetup(robot=robot_config({"type": "fake"}), brain=brain, profile="fake", task=task,
+                        episode=replace(config_for(job), max_batches=batches), **attached)
+
+
+def fake_task(job: Job):
+    """The kinematic fake's task for a job, and its batch budget: with the scripted brain, moving
+    forward a distance picked from the seed, task and init state (failing on a third of the init
+    states); with ``brain openai`` the reach task of ``serve-brain --backend reach``, every role call
+    through the real openai client to the VLM config's endpoint (``--vlm``)."""
+    import random
+
+    from ..session.tasks import MoveTask, ReachTask
+    ids = dict(suite=job.suite, task=job.task, init_state=job.init_state, seed=job.seed)
+    if job.brain == "openai":
+        return ReachTask(**ids), 12
+    dx = random.Random(f"{job.seed}/{job.task}/{job.init_state}").choice([10, 20, 30, 40])
+    return MoveTask(**ids, dx_mm=dx, fail=job.init_state % 3 == 2), 3
+
+
 def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None) -> dict:
     """Run one episode; return its result row. ``robot_cache`` keeps one open simulator per
     episode slot so consecutive episodes of the same task reuse it (a reset instead of a rebuild).
     ``gates``: the worker's per-endpoint gates (``brains/gate.py``), shared by its episodes."""
+    from ..session.open import open_episode
     started = time.time()
-    if job.backend == "fake":
-        return {**_run_fake(job, run_dir, gates), "started_at": round(started, 3), "ended_at": round(time.time(), 3)}
-    from ..episode.run import RunSpec, robot_config, run_episode
-    from ..profile import load_profile
-    from ..registry import build_robot
-    spec = RunSpec(suite=job.suite, task=job.task, init_state=job.init_state, seed=job.seed, brain=job.brain,
-                   max_steps=job.max_steps, wall_budget_s=job.wall_budget_s, images=job.images, out=run_dir,
-                   media=bool(job.video_every), vlm=job.vlm, vlm_set=job.vlm_set,
-                   video_every=job.video_every or None,
-                   interference=None if job.interference == "off" else job.interference,
-                   interference_shift_m=tuple(job.interference_shift_m))
+    setup = job_setup(job, run_dir)
     robot = None
-    if robot_cache is not None:
+    if robot_cache is not None and job.backend == "libero":
+        from ..profile import load_profile
+        from ..registry import build_robot
         cached = robot_cache.get("robot")
         # same seed too: a simulator pins its fixtures' draw per seed at its first reset with it
         # (sim/libero_pro/backend.py _pin_fixtures), so a new seed gets a fresh simulator
@@ -109,21 +143,13 @@ def run_job(job: Job, run_dir: str, robot_cache: dict | None = None, gates=None)
         else:
             if cached is not None:
                 cached.close()
-            robot = build_robot(robot_config(spec), load_profile(spec.profile))
+            robot = build_robot(setup.robot, load_profile(setup.profile))
             robot_cache["robot"] = robot
-    profile = None
-    if job.noise:
-        from ..brains.noise_profile import profile_from_items
-        profile = profile_from_items(job.noise)
-
-    def wrapper(brain):
-        brain.use_gates(gates)
-        if profile is None:
-            return brain
-        from ..brains.noisy import NoisyBrain
-        return NoisyBrain(brain, profile, seed=job.seed * 1000003 + job.init_state * 101 + job.task)
     t0 = time.monotonic()
-    s = run_episode(spec, progress=lambda m: None, config=config_for(job), robot=robot, brain_wrapper=wrapper)
+    s = open_episode(setup, progress=lambda m: None, robot=robot, gates=gates)
+    if setup.video_every:
+        from .episode_page import write_page
+        write_page(s["run_dir"])
     return {**_row(job, s, time.monotonic() - t0), "started_at": round(started, 3), "ended_at": round(time.time(), 3)}
 
 
@@ -155,7 +181,7 @@ def _row(job: Job, s: dict, wall: float) -> dict:
 
 def _interference_cols(itf: dict | None) -> dict:
     """The row's interference columns (PRIVILEGED, the evaluator's): the event, why it did not
-    happen, and its measures (evaluate/interference.py ``InterferenceProbe``)."""
+    happen, and its measures (session/interference.py ``InterferenceProbe``)."""
     if not itf:
         return {}
     return {"interference_event": itf.get("event"), "interference_missed": itf.get("missed", ""),
@@ -167,61 +193,6 @@ def _cost(s: dict) -> float | None:
     if not ((s.get("vlm_config") or {}).get("prices")):
         return None
     return (s.get("vlm") or {}).get("cost_usd")
-
-
-def _run_fake(job: Job, run_dir: str, gates=None) -> dict:
-    """The same machinery on the kinematic fake: fast, for tests of resume / workers / concurrency /
-    reports. With the scripted brain its 'task' is reaching a target picked from the seed and init
-    state; with ``brain openai`` it is the reach task of ``serve-brain --backend reach``, every role
-    call through the real openai client to the VLM config's endpoint (``--vlm``)."""
-    import random
-
-    from ..brains.scripted import ScriptedBrain
-    from ..errors import ConfigError
-    from ..profile import load_profile
-    from ..record import Recorder
-    from ..registry import BrainConfig, build_brain, build_robot, robot_config
-    from ..runner import EpisodeRunner
-    rng = random.Random(f"{job.seed}/{job.task}/{job.init_state}")
-    dx = rng.choice([10, 20, 30, 40])
-    if os.environ.get("MOTORMIND_FAKE_JOB_SLEEP"):
-        time.sleep(float(os.environ["MOTORMIND_FAKE_JOB_SLEEP"]))
-    crash = os.environ.get("MOTORMIND_FAKE_CRASH_ONCE")      # a marker file: kill this worker once
-    if crash and job.init_state == 1 and not os.path.exists(crash):
-        open(crash, "w").close()
-        os._exit(3)
-    robot = build_robot(robot_config({"type": "fake"}), load_profile("fake"))
-    x0 = float(robot.pos[0])
-    rec = Recorder(run_dir)
-    if job.brain not in BRAINS["fake"]:              # eval's check_grid and brain check refuse it first
-        raise ConfigError(f"--brain: {job.brain!r} does not run on the fake backend (it runs: "
-                          f"{', '.join(BRAINS['fake'])})")
-    if job.brain == "openai":
-        from ..serve.reach import ReachBrain
-        instruction = "reach the target point, then close the gripper"
-        brain = build_brain(BrainConfig("openai", vlm=job.vlm or "openai", vlm_set=tuple(job.vlm_set)), robot,
-                            robot.profile, rec)
-        brain.use_gates(gates)
-        cfg = replace(config_for(job), max_batches=12)
-        success_fn = lambda: ReachBrain().success(robot)  # noqa: E731 - the evaluator's check
-    else:
-        instruction = f"move {dx} mm forward"
-        plan = {"subgoals": [{"id": "s1", "description": instruction, "success_criterion": "moved"}]}
-        fail = job.init_state % 3 == 2           # a deterministic share of failures
-        batch = {"commands": [{"op": "move", "direction": "back" if fail else "forward", "distance_mm": dx},
-                              {"op": "done"}]}
-        brain = ScriptedBrain({"planner": [plan], "executor": [batch]}, label=job.brain)
-        cfg = replace(config_for(job), max_batches=3)
-        success_fn = lambda: robot.pos[0] - x0 > dx / 1000 - 0.002  # noqa: E731
-    t0 = time.monotonic()
-    try:
-        res = EpisodeRunner(robot, brain, instruction, rec, cfg, success_fn=success_fn).run()
-    finally:
-        brain.close()
-        rec.close()
-    s = {**res.to_json(), "step_budget": None, "instruction": instruction, "simulator": {"fake": True},
-         "run_dir": run_dir, "answered_by": dict(getattr(brain, "answered_by", None) or {}) or None}
-    return _row(job, s, time.monotonic() - t0)
 
 
 def grid(suites, tasks, inits, seeds=(0,), brain="oracle", ablations=("full",), noise=(), interference=("off",),

@@ -128,14 +128,14 @@ def _parts(d: dict, keys) -> str:
 
 def interference_tables(rows: list[dict]) -> list[str]:
     """Markdown: success with and without interference side by side per suite and ablation, and
-    the interference measures (evaluate/interference.py) per condition. Empty without interference."""
+    the interference measures (session/interference.py InterferenceProbe) per condition. Empty without interference."""
     from .interference import summarize_measures
     conds = list(dict.fromkeys(["off"] + [_itf(r) for r in rows]))
     if conds == ["off"]:
         return []
     lines = ["## Interference, side by side", "",
              "An outside hand (PRIVILEGED: the evaluator's, never in a prompt) moves an object mid-episode "
-             "(evaluate/interference.py). Success [95% Wilson] per condition:", "",
+             "(session/interference.py). Success [95% Wilson] per condition:", "",
              "| suite | ablation | " + " | ".join(conds) + " |", "|---|---|" + "---|" * len(conds)]
     for (suite, ab), rs in group(rows, lambda r: (r["suite"], r["ablation"])).items():
         lines.append(f"| {suite} | {ab} | " + " | ".join(_rate([r for r in rs if _itf(r) == c]) for c in conds) + " |")
@@ -192,7 +192,7 @@ def noise_section(rows: list[dict]) -> list[str]:
 
 
 def vlm_trouble_section(rows: list[dict]) -> list[str]:
-    """VLM trouble over the episodes (episode/run.py ``vlm_trouble``): calls failed safe, repair
+    """VLM trouble over the episodes (record.py ``vlm_trouble``): calls failed safe, repair
     rounds, truncation retries, answers read from the reasoning field. Empty when there was none."""
     tot: dict = defaultdict(int)
     eps: dict = defaultdict(int)

@@ -24,10 +24,10 @@ from std_msgs.msg import Bool, String
 
 from .. import SCHEMA_VERSION
 from ..brains.base import Brain, BrainReply
+from ..episode.config import with_step_budget
 from ..errors import CommandError, ConfigError, MotorMindError
 from ..hard_exit import Deadline, exit_after
 from ..mcap_record import dumps
-from ..session.setup import with_step_budget
 from ..strict_json import decode_json
 from . import graph
 from .lifeline import flush_output, keep_output

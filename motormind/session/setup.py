@@ -16,15 +16,6 @@ from ..registry import BrainConfig
 ORACLE_IMAGE_SIZE = 128                 # the oracle reads no pixels: images only for the record and the console
 
 
-def with_step_budget(cfg: EpisodeConfig, robot_cfg) -> EpisodeConfig:
-    """``cfg`` with the robot's step budget when it names none (a backend config with ``step_budget``:
-    LIBERO-PRO's; the others count no budget)."""
-    if cfg.max_steps is not None:
-        return cfg
-    budget = getattr(robot_cfg, "step_budget", None)
-    return replace(cfg, max_steps=budget()) if budget is not None else cfg
-
-
 @dataclass(frozen=True)
 class ConsoleSpec:
     """The operator console attached to an episode (docs/console.md)."""
@@ -38,7 +29,7 @@ class ConsoleSpec:
 @dataclass(frozen=True)
 class InterferenceSpec:
     """An object moved mid-episode by an outside hand (session/attach.py; PRIVILEGED)."""
-    setting: str                        # "WHAT@WHEN" (evaluate/interference.py parse_setting)
+    setting: str                        # "WHAT@WHEN" (session/interference.py parse_setting)
     shift_m: tuple | None = None        # its displacement range, m (lo, hi); None: interference.SHIFT_M
 
 
@@ -107,3 +98,14 @@ def libero_setup(suite: str = "libero_spatial", task: int = 0, init_state: int =
     over = {k: v for k, v in (("wall_budget_s", wall_budget_s), ("images", images)) if v is not None}
     cfg = replace(episode or EpisodeConfig(), max_steps=robot.step_budget(), **over)
     return EpisodeSetup(robot=robot, brain=brain, episode=cfg, **attachments)
+
+
+def run_setup(a) -> EpisodeSetup:
+    """``motormind run``'s setup from its command line (motormind/cli.py)."""
+    brain = BrainConfig(a.brain or ("openai" if a.vlm else "oracle"), vlm=a.vlm or "openai", vlm_set=tuple(a.vlm_set))
+    console = None if a.console is None else ConsoleSpec(a.console, a.console_token, a.approval, a.console_hold,
+                                                         a.console_frame_hz)
+    itf = None if a.interference == "off" else InterferenceSpec(a.interference, a.interference_mm)
+    return libero_setup(a.suite, a.task, a.init_state, a.seed, brain, a.max_steps, a.image_size,
+                        wall_budget_s=a.wall_budget, images=not a.no_images, out=a.out, media=not a.no_media,
+                        mcap=a.mcap, console=console, interference=itf, video_every=a.videos)

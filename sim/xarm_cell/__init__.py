@@ -9,8 +9,8 @@ physics.py   the MuJoCo simulation the emulator steps
 emulator.py  CellEmulator: the controller emulator whose arm, gripper and reports are physical
 cameras.py   the scene's cameras rendered and served as MJPEG streams (network cameras)
 scene.py     the PRIVILEGED scene (goal, predicates, the oracle's world, the outside hand)
-trials.py    placement trials through the real xArm6 backend, with and without interference
 
 Importing this package imports no simulator: mujoco comes in with emulator.py's CellEmulator.
+The placement trials that run on it are an evaluation driver: motormind/evaluate/trials.py.
 docs/xarm-cell.md describes it all.
 """

@@ -372,17 +372,19 @@ def test_serve_brain_manual_command_line(tmp_path, capsys):
 def test_libero_episode_folder_holds_no_object_name_the_prompt_lacks(tmp_path):
     """A LIBERO-PRO episode answered from the folder: the simulator's object names that no prompt
     holds are nowhere in the folder; the images are the cameras' PNGs as sent; the budget is the suite's."""
-    from motormind.episode.run import RunSpec, robot_config, run_episode
     from motormind.profile import load_profile
-    from motormind.registry import build_robot
-    spec = RunSpec(suite="libero_spatial", task=0, init_state=1, brain="openai", vlm="manual", image_size=128,
-                   vlm_set=("image_size=128", "auto.probe=look", "auto.monitor=no-cancel", "auto.memory=none"),
-                   out=str(tmp_path / "run"), media=False)
-    robot = build_robot(robot_config(spec), load_profile(spec.profile))
+    from motormind.registry import BrainConfig, build_robot
+    from motormind.session.open import open_episode
+    from motormind.session.setup import libero_setup
+    brain = BrainConfig("openai", vlm="manual", vlm_set=("image_size=128", "auto.probe=look", "auto.monitor=no-cancel",
+                                                         "auto.memory=none"))
+    setup = libero_setup("libero_spatial", 0, 1, brain=brain, image_size=128, episode=EpisodeConfig(max_batches=2),
+                         out=str(tmp_path / "run"), media=False)
+    robot = build_robot(setup.robot, load_profile(setup.profile))
     small = {"schema_version": 1, "commands": [{"op": "move", "direction": "up", "distance_mm": 10.0}]}
     try:
         with Answerer(tmp_path / "run" / "queue", default_policy([small, small])):
-            s = run_episode(spec, progress=lambda m: None, config=EpisodeConfig(max_batches=2), robot=robot)
+            s = open_episode(setup, progress=lambda m: None, robot=robot)
         names = list(robot.scene().object_names)
     finally:
         robot.close()

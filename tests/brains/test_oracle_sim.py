@@ -39,10 +39,10 @@ CASES = [
 
 
 def _episode(tmp_path, suite, task, init):
-    from motormind.episode.run import RunSpec, run_episode
-    spec = RunSpec(suite=suite, task=task, init_state=init, brain="oracle", images=False, media=False,
-                   out=str(tmp_path / f"{suite}_{task}_{init}"))
-    summary = run_episode(spec, progress=lambda s: None)
+    from motormind.session.open import open_episode
+    from motormind.session.setup import libero_setup
+    setup = libero_setup(suite, task, init, images=False, media=False, out=str(tmp_path / f"{suite}_{task}_{init}"))
+    summary = open_episode(setup, progress=lambda s: None)
     events = [json.loads(x) for x in (Path(summary["run_dir"]) / "events.jsonl").read_text().splitlines()]
     return summary, events
 

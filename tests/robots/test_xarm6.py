@@ -481,7 +481,7 @@ def test_a_cell_trial_builds_its_openai_brain_the_registry_way():
     """`motormind trials xarm6 --brain openai` built its brain with a function that no longer
     existed (an ImportError at the first trial); it now builds it as every episode does."""
     from motormind.robots.fake import FakeRobot
-    from motormind.sim.xarm_cell.trials import trial_brain
+    from motormind.evaluate.trials import trial_brain
     robot = FakeRobot()
     b = trial_brain("openai", "vllm-qwen2.5-vl", ["timeout_s=1"], None, robot, robot.profile, lambda *a, **k: None)
     try:

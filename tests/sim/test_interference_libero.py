@@ -10,23 +10,27 @@ import pytest
 
 pytestmark = pytest.mark.sim
 
-SPEC = dict(suite="libero_object", task=0, init_state=0, images=False, media=False, interference="target@carry")
+SPEC = dict(suite="libero_object", task=0, init_state=0, images=False, media=False)
+
+
+def _setup(**kw):
+    from motormind.session.setup import InterferenceSpec, libero_setup
+    return libero_setup(**SPEC, interference=InterferenceSpec("target@carry"), **kw)
 
 
 @pytest.fixture(scope="module")
 def robot():
-    from motormind.episode.run import RunSpec, robot_config
     from motormind.profile import load_profile
     from motormind.registry import build_robot
-    r = build_robot(robot_config(RunSpec(**SPEC)), load_profile("libero_panda"))
+    r = build_robot(_setup().robot, load_profile("libero_panda"))
     yield r
     r.close()
 
 
 def _episode(robot, out, **cfg):
     from motormind.episode.config import EpisodeConfig
-    from motormind.episode.run import RunSpec, run_episode
-    s = run_episode(RunSpec(**SPEC, out=str(out)), progress=lambda _: None, config=EpisodeConfig(**cfg), robot=robot)
+    from motormind.session.open import open_episode
+    s = open_episode(_setup(out=str(out), episode=EpisodeConfig(**cfg)), progress=lambda _: None, robot=robot)
     events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
     return s, events
 

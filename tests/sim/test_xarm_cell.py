@@ -276,7 +276,7 @@ def test_the_command_line_refuses_what_the_kinematic_emulator_cannot_do():
 
 
 def test_trials_with_interference_record_the_event_and_no_prompt_holds_it(tmp_path):
-    from motormind.sim.xarm_cell.trials import run_trials
+    from motormind.evaluate.trials import run_trials
     s = run_trials("placement", n=1, interference="on", seed=4, out=tmp_path, progress=lambda _: None)
     (r,) = s["results"]
     assert r["interference"] == "on" and r["event"] is not None and r["privileged"] and r["brain"] == "oracle"

@@ -25,9 +25,9 @@ def test_concurrent_rows_match_sequential_ones_and_a_dead_workers_episodes_are_r
     base = ["--backend", "fake", "--suites", "fake", "--tasks", "0-2", "--inits", "0-3"]
     seq = subprocess.run(EVAL + base + ["--workers", "1", "--out", str(tmp_path / "a")], capture_output=True,
                          text=True, timeout=120)
-    env = {**os.environ, "MOTORMIND_FAKE_CRASH_ONCE": str(tmp_path / "crashed"), "MOTORMIND_FAKE_JOB_SLEEP": "0.3"}
-    con = subprocess.run(EVAL + base + ["--workers", "1", "--concurrency", "4", "--out", str(tmp_path / "b")],
-                         capture_output=True, text=True, timeout=120, env=env)
+    faults = ["--test-crash-once", str(tmp_path / "crashed"), "--test-sleep", "0.3"]
+    con = subprocess.run(EVAL + base + ["--workers", "1", "--concurrency", "4", "--out", str(tmp_path / "b"), *faults],
+                         capture_output=True, text=True, timeout=120)
     assert seq.returncode == 0 and con.returncode == 0, con.stderr[-2000:]
     assert "4 episodes at once each" in con.stderr
     assert (tmp_path / "crashed").exists()                       # the worker died with episodes in flight
@@ -45,9 +45,8 @@ def test_concurrent_rows_match_sequential_ones_and_a_dead_workers_episodes_are_r
 def test_a_killed_concurrent_run_resumes_losing_and_duplicating_nothing(tmp_path):
     out = tmp_path / "ev"
     args = EVAL + ["--backend", "fake", "--suites", "fake", "--tasks", "0-1", "--inits", "0-5", "--workers", "1",
-                   "--concurrency", "3", "--out", str(out)]
-    env = {**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "0.5"}
-    p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                   "--concurrency", "3", "--out", str(out), "--test-sleep", "0.5"]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if (out / "results.jsonl").exists() and len((out / "results.jsonl").read_text().splitlines()) >= 3:
@@ -92,8 +91,7 @@ def test_a_killed_coordinator_takes_its_workers_with_it(tmp_path):
     flight, end too instead of running on with their simulators."""
     out = tmp_path / "ev"
     p = subprocess.Popen(EVAL + ["--backend", "fake", "--suites", "fake", "--tasks", "0-1", "--inits", "0-5",
-                                 "--workers", "2", "--out", str(out)],
-                         env={**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "0.5"}, stdout=subprocess.DEVNULL,
+                                 "--workers", "2", "--out", str(out), "--test-sleep", "0.5"], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -118,8 +116,8 @@ def _served(tmp_path, name, srv, extra):
                                "--brain", "openai", "--vlm", "local-oracle", "--vlm-set", f"base_url={srv.url}",
                                "--vlm-set", "serve=null", "--vlm-set", "send_context=true",
                                "--vlm-set", "privileged=true", "--workers", "1", "--concurrency", "6",
-                               "--out", str(out), *extra], capture_output=True, text=True, timeout=180,
-                       env={**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "3"})    # every slot busy while both workers start
+                               "--out", str(out), "--test-sleep", "3",     # every slot busy while both workers start
+                               *extra], capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr[-2000:]
     return rows(out)
 

@@ -38,9 +38,8 @@ def test_wilson_interval():
 def test_resume_after_a_killed_run_loses_and_duplicates_nothing(tmp_path):
     out = tmp_path / "ev"
     args = EVAL + ["--backend", "fake", "--suites", "fake", "--tasks", "0-1", "--inits", "0-4", "--workers", "1",
-                   "--out", str(out)]
-    env = {**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "0.4"}
-    p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                   "--out", str(out), "--test-sleep", "0.4"]
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if (out / "results.jsonl").exists() and len((out / "results.jsonl").read_text().splitlines()) >= 3:
@@ -66,9 +65,9 @@ def test_two_workers_match_one_and_a_dead_worker_is_rerun(tmp_path):
     base = ["--backend", "fake", "--suites", "fake", "--tasks", "0-2", "--inits", "0-3"]
     one = subprocess.run(EVAL + base + ["--workers", "1", "--out", str(tmp_path / "a")], capture_output=True,
                          text=True, timeout=120)
-    env = {**os.environ, "MOTORMIND_FAKE_CRASH_ONCE": str(tmp_path / "crashed"), "MOTORMIND_FAKE_JOB_SLEEP": "0.5"}
-    two = subprocess.run(EVAL + base + ["--workers", "2", "--out", str(tmp_path / "b")], capture_output=True,
-                         text=True, timeout=120, env=env)
+    faults = ["--test-crash-once", str(tmp_path / "crashed"), "--test-sleep", "0.5"]
+    two = subprocess.run(EVAL + base + ["--workers", "2", "--out", str(tmp_path / "b"), *faults], capture_output=True,
+                         text=True, timeout=120)
     assert one.returncode == 0 and two.returncode == 0, two.stderr[-2000:]
     assert (tmp_path / "crashed").exists()                       # a worker really died mid-episode
     a = sorted(map(strip, rows(tmp_path / "a")), key=lambda r: r["key"])
@@ -124,9 +123,8 @@ def test_ray_gives_the_same_results_as_local_workers(tmp_path):
     a = sorted(map(strip, rows(tmp_path / "a")), key=lambda r: r["key"])
     r = sorted(map(strip, rows(tmp_path / "r")), key=lambda r: r["key"])
     assert a == r and len(a) == 8
-    con = subprocess.run(EVAL + base + ["--ray", "--workers", "2", "--concurrency", "2", "--out", str(tmp_path / "c")],
-                         capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "0.3"})
+    con = subprocess.run(EVAL + base + ["--ray", "--workers", "2", "--concurrency", "2", "--out", str(tmp_path / "c"),
+                                        "--test-sleep", "0.3"], capture_output=True, text=True, timeout=300)
     assert con.returncode == 0, con.stderr[-2000:]
     c_rows = rows(tmp_path / "c")
     assert sorted(map(strip, c_rows), key=lambda r: r["key"]) == a      # Ray actors, episodes on threads

@@ -1,10 +1,10 @@
-"""The shared interference event (motormind/evaluate/interference.py) on a scene that is only data:
+"""The shared interference event (motormind/session/interference.py) on a scene that is only data:
 when it fires, where it puts the object, and that it fires once."""
 import math
 
 import pytest
 
-from motormind.evaluate.interference import InterferencePlan, Interferer, choose_spot, spot_check
+from motormind.session.interference import InterferencePlan, Interferer, choose_spot, spot_check
 from motormind.profile import load_profile
 
 
@@ -108,7 +108,7 @@ def test_the_hand_keeps_objects_within_the_arms_reach_and_away_from_the_gripper(
 
 # -- issue 16: what moves, when, and what it costs ------------------------------------------------
 def test_settings_are_what_at_when_and_a_bad_one_names_the_choices():
-    from motormind.evaluate.interference import parse_setting
+    from motormind.interference_setting import parse_setting
     assert parse_setting("fetched@reach") == ("fetched", "reach")
     assert parse_setting("carry") == ("target", "carry") and parse_setting("off") is None
     assert parse_setting("Bystander@Between") == ("bystander", "between")
@@ -155,7 +155,7 @@ def test_a_region_target_moves_its_owner_and_a_fixture_cannot_be_moved():
 def _timeline(monitor: bool):
     """A record as the probe hears it: the event at the start of command 1 of b2 (step 40), the
     Monitor's cancel from its snapshot after command 1, honoured before command 3 (or not at all)."""
-    from motormind.evaluate.interference import InterferenceProbe
+    from motormind.session.interference import InterferenceProbe
     step = {"n": 0}
     probe = InterferenceProbe(lambda: step["n"])
 
@@ -196,7 +196,8 @@ def test_the_probe_measures_latency_stale_commands_and_recovery_calls():
     off = _timeline(monitor=False).measures(success=True)
     assert off["cancel"] is None and off["cancel_boundary"] is None and off["stale_commands"] == 4
     assert _timeline(monitor=True).measures(success=False)["success"] is None
-    from motormind.evaluate.interference import InterferenceProbe, summarize_measures
+    from motormind.evaluate.interference import summarize_measures
+    from motormind.session.interference import InterferenceProbe
     assert InterferenceProbe(lambda: 0).measures(True) is None            # nothing happened: nothing to measure
     s = summarize_measures([{"interference_measures": m}, {"interference_measures": off}, {}])
     assert s["interfered"] == 2 and s["cancel"]["n"] == 1 and s["cancel"]["steps_median"] == 6
@@ -244,7 +245,7 @@ def test_an_object_in_the_fingers_is_never_pulled_out_of_them():
 def test_a_cancel_recorded_between_the_move_and_its_record_counts():
     """The Monitor's thread may look between the hand's move and the event's record: the moment is
     the disturbed command's start, and that cancel (from the boundary before) is the response."""
-    from motormind.evaluate.interference import InterferenceProbe
+    from motormind.session.interference import InterferenceProbe
     probe = InterferenceProbe(lambda: 13)
     for ev in ({"t": 1.0, "kind": "command_start", "batch_id": "b1", "index": 2},
                {"t": 1.02, "kind": "monitor_cancel", "batch_id": "b1", "after_command": 1},

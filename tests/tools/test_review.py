@@ -99,7 +99,7 @@ def test_the_end_summary_and_summary_json_agree_and_name_the_vlm_trouble(tmp_pat
     from fake_episode import run_fake
 
     from motormind.cli import end_lines
-    from motormind.episode.run import timing
+    from motormind.session.open import timing
     from motormind.vlm_calls import vlm_trouble
     res, robot, events, srv, tot = run_fake(tmp_path, {"malformed_json": 1.0, "roles": ["executor"]},
                                          max_replans=1, max_batches=10)
@@ -120,7 +120,7 @@ def test_the_end_summary_and_summary_json_agree_and_name_the_vlm_trouble(tmp_pat
 
 
 def test_the_timing_split_adds_up_and_leaves_the_background_roles_apart():
-    from motormind.episode.run import timing
+    from motormind.session.open import timing
     t = timing({"wall_s": 10.0, "motion_s": 4.0},
                {"latency_by_role": {"planner": 1.0, "executor": 2.0, "monitor": 6.0, "memory": 3.0}})
     assert t == {"vlm_s": 3.0, "vlm_background_s": 9.0, "motion_s": 4.0, "overhead_s": 3.0}
@@ -151,7 +151,7 @@ def test_compare_gives_the_cost_deltas_and_lists_the_flipped_episodes(tmp_path):
 
 def test_the_trials_print_outcomes_as_words():
     from motormind.results import Outcome
-    from motormind.sim.xarm_cell.trials import TrialResult, format_summary, summarize
+    from motormind.evaluate.trials import TrialResult, format_summary, summarize
     rs = [TrialResult(i, "off", "put", True, str(Outcome.SUCCESS), "", 1.0, 5.0, 2, 0, "oracle", True)
           for i in range(4)]
     s = {"trials": 4, "scene": "placement", "brain": "oracle", "privileged": True, "conditions": summarize(rs),
@@ -242,9 +242,8 @@ def test_one_ctrl_c_stops_eval_at_an_episode_boundary_with_a_report_and_the_reru
     import time
     out = tmp_path / "ev"
     args = [sys.executable, "-m", "motormind.cli", "eval", "--backend", "fake", "--suites", "fake", "--tasks", "0-1",
-            "--inits", "0-4", "--workers", "1", "--out", str(out)]
-    env = {**os.environ, "MOTORMIND_FAKE_JOB_SLEEP": "0.5"}
-    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            "--inits", "0-4", "--workers", "1", "--out", str(out), "--test-sleep", "0.5"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:

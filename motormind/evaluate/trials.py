@@ -4,7 +4,7 @@ Each trial is one whole MotorMind episode (the five roles around the Controller,
 through the REAL xArm6 backend (robots/xarm6.py: the unmodified SDK over TCP) on a CellEmulator in
 this process: a seeded layout, "put the <block> on the <mark>", judged from physics (the scene's
 ``on`` predicate: over the mark, touching it, released). With ``--interference on`` an outside
-hand moves an object mid-episode (motormind/evaluate/interference.py: the fetched block as the
+hand moves an object mid-episode (motormind/session/interference.py: the fetched block as the
 hand reaches for it, or the target mark while the block is carried; seeded), recorded as a
 privileged event in the trial's record only. ``both`` runs every layout twice, without and with.
 
@@ -51,7 +51,7 @@ class TrialResult:
     missed: str = ""                  # why the planned interference could not happen
     fault: str = ""
     trial: dict = field(default_factory=dict)
-    interference_measures: dict | None = None   # evaluate/interference.py InterferenceProbe (ms; no steps here)
+    interference_measures: dict | None = None   # session/interference.py InterferenceProbe (ms; no steps here)
     sim_s: float | None = None        # the episode on the emulator's clock (simulated seconds)
     rollout: dict | None = None       # --videos: rollout.json (record.py ClockRollout)
 
@@ -96,9 +96,9 @@ def summarize(results: list[TrialResult]) -> dict:
 
 
 def _spot_check(profile, z_m: float, emu):
-    """Where the outside hand may put an object (evaluate/interference.py ``spot_check``), the
+    """Where the outside hand may put an object (session/interference.py ``spot_check``), the
     gripper's position read from the emulator."""
-    from motormind.evaluate.interference import spot_check
+    from motormind.session.interference import spot_check
     return spot_check(profile, z_m, lambda: tuple(v / 1000.0 for v in emu.snapshot()["pose_mm_deg"][:2]))
 
 
@@ -117,15 +117,15 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                vlm_set=(), images: bool = False, wall_budget_s: float = 300.0, report_hz: float = 5.0,
                progress=None, videos: float = 0.0) -> dict:
     from motormind.components import EpisodeConfig
-    from motormind.evaluate.interference import InterferencePlan, InterferenceProbe, Interferer
+    from motormind.session.interference import InterferencePlan, InterferenceProbe, Interferer
     from motormind.profile import load_profile
     from motormind.record import Recorder
     from motormind.robots.xarm6 import XArm6Robot
     from motormind.runner import EpisodeRunner
 
-    from ..xarm_emulator import free_loopback_host
-    from .config import load_cell
-    from .emulator import CellEmulator
+    from motormind.sim.xarm_cell.config import load_cell
+    from motormind.sim.xarm_cell.emulator import CellEmulator
+    from motormind.sim.xarm_emulator import free_loopback_host
 
     say = progress or (lambda s: print(s, file=sys.stderr, flush=True))
     if interference not in CONDITIONS:
@@ -234,7 +234,7 @@ def _film(emu, hz: float):
         return None
     from motormind.record import ClockRollout
 
-    from .cameras import RolloutFrames
+    from motormind.sim.xarm_cell.cameras import RolloutFrames
     return ClockRollout(RolloutFrames(emu), lambda: emu.physics.sim_time_s, hz, "the emulator's clock").attach()
 
 
@@ -318,7 +318,7 @@ def register(sub) -> None:
 
 def _main(a) -> int:
     from motormind.errors import ConfigError
-    from .config import load_cell
+    from motormind.sim.xarm_cell.config import load_cell
     load_cell(a.scene)                       # a bad scene is one line, before anything starts
     if a.brain == "openai":
         from motormind.brains.endpoint import checked_vlm_config
