@@ -17,7 +17,9 @@ Reported per condition: successes with a 95% Wilson interval, the placement erro
 centre from the mark's centre in the table plane) over successful trials, episode time (s), and
 the outcomes; and the emulator's real-time factor (simulated / wall time; and its capacity,
 simulated time per second spent stepping the physics). Written to OUT/summary.json, one folder per
-trial with its events.jsonl (with ``--videos HZ`` its rollout and episode page too), and printed.
+trial with its events.jsonl and summary.json (with ``--videos HZ`` its rollout and episode page too),
+and printed. Each trial is opened as every episode is (motormind/session/open.py ``open_episode``,
+the trial its task: ``CellTrial``).
 """
 from __future__ import annotations
 
@@ -112,17 +114,110 @@ def trial_brain(brain: str, vlm: str | None, vlm_set, scene, robot, prof, rec):
     return build_brain(BrainConfig(type="openai", vlm=vlm or "openai", vlm_set=tuple(vlm_set or ())), robot, prof, rec)
 
 
+class CellTrial:
+    """One trial as an episode's task (motormind/session/tasks.py): the emulator's seeded layout and
+    instruction, judged from its physics (PRIVILEGED: the scene's ``on`` predicate); the oracle reads
+    the cell's true poses; the outside hand and the film are the cell's (its scene, its clock)."""
+
+    task = 0
+
+    def __init__(self, trial, cond: str, seed: int, emu, cell, prof, brain: str, vlm, vlm_set, videos: float):
+        self.trial, self.cond, self.init_state, self.seed = trial, cond, seed, 0
+        self.emu, self.cell, self.prof = emu, cell, prof
+        self.brain_name, self.vlm, self.vlm_set, self.videos = brain, vlm, vlm_set, videos
+        self.suite = f"xarm6_{cell.name}"
+        self.t0, self.sim_t0 = time.monotonic(), emu.physics.sim_time_s
+        self.episode_s = self.sim_s = None
+        self.itf = self.robot = None
+
+    label = property(lambda self: f"t{self.init_state:03d}_{self.cond}")
+    describe = property(lambda self: f"trial {self.init_state} [{self.cond}]")
+
+    def reuse(self, robot) -> None:
+        self.robot = robot
+        if robot.fault is not None:            # the layout was reset by the emulator (reset_scene)
+            robot.clear_fault()
+
+    def start(self, rec) -> None:
+        rec("trial_start", **self.trial.to_json(), interference=self.cond, scene=self.cell.name, profile=self.prof.name)
+
+    def instruction(self, robot=None) -> str:
+        return self.trial.instruction
+
+    def header(self, robot) -> dict:
+        return {"simulator": {"xarm6_cell": self.cell.name}, "instruction": self.trial.instruction}
+
+    def brain(self, robot, record):
+        return trial_brain(self.brain_name, self.vlm, self.vlm_set, self.emu.scene, robot, self.prof, record)
+
+    def judge(self, robot):
+        return self.emu.scene.success, (lambda: 0)
+
+    def film(self):
+        """The run begins: the trial's clocks start (wall and the emulator's), and its film with --videos."""
+        film = _film(self.emu, self.videos)
+        self.t0, self.sim_t0 = time.monotonic(), self.emu.physics.sim_time_s
+        return film
+
+    def ended(self) -> None:
+        self.episode_s, self.sim_s = time.monotonic() - self.t0, self.emu.physics.sim_time_s - self.sim_t0
+
+    def interfere(self, spec, task, runner, robot, rec):
+        """The cell's outside hand: the fetched block as the hand reaches (even seeds) or the target
+        mark while the block is carried (odd), seeded (session/interference.py)."""
+        from motormind.session.interference import InterferencePlan, InterferenceProbe, Interferer
+        probe = InterferenceProbe(lambda: -1)      # the real-time arm counts no control steps
+        rec.listeners.append(probe.listen)
+        plan = InterferencePlan.seeded(self.init_state, spec.setting.partition("@")[2], spec.shift_m)
+        self.itf = Interferer(plan, self.emu.scene, self.trial.goal[0], self.emu.scene.table_bounds(),
+                              on_event=lambda ev: rec("interference", **ev.to_json()),
+                              ok=_spot_check(self.prof, self.cell.table_top_z_m + 0.03, self.emu))
+        runner.controller_listeners.append(self.itf.on_controller_event)
+        return self.itf, probe, "", tuple(spec.shift_m)
+
+    def finish(self, rec, s: dict) -> dict:
+        """The trial's result from the physics (placement error, success), as ``trial_end``."""
+        err = self.emu.scene.placement_error_mm()
+        itf = s.get("interference") or {}
+        r = TrialResult(self.init_state, self.cond, self.trial.instruction, self.emu.scene.success(), s["outcome"],
+                        s["reason"], round(err, 2) if err is not None else None, round(self.episode_s, 2),
+                        s["batches"], s["replans"], s["brain"], bool(s["privileged"]), itf.get("event"),
+                        itf.get("missed", ""), str(self.robot.fault) if self.robot.fault else "", self.trial.to_json(),
+                        itf.get("measures"), round(self.sim_s, 3),
+                        s.get("rollout"))
+        rec("trial_end", **{k: v for k, v in asdict(r).items() if k != "trial"})
+        return {"trial_result": asdict(r)}
+
+    def result(self, fault: str, robot) -> TrialResult:
+        """A trial that crashed (its record ends where it did): a failed trial, the fault its reason."""
+        err = self.emu.scene.placement_error_mm()
+        return TrialResult(self.init_state, self.cond, self.trial.instruction, self.emu.scene.success(), "crash",
+                           fault, round(err, 2) if err is not None else None, round(time.monotonic() - self.t0, 2),
+                           0, 0, self.brain_name, self.brain_name == "oracle",
+                           self.itf.event.to_json() if self.itf and self.itf.event else None,
+                           self.itf.missed if self.itf else "", fault or (str(robot.fault) if robot.fault else ""),
+                           self.trial.to_json())
+
+
+def trial_setup(task: CellTrial, run_dir: Path, wall_budget_s: float, images: bool):
+    """A trial's episode setup (motormind/session/setup.py): the cell's robot is given open."""
+    from motormind.components import EpisodeConfig
+    from motormind.interference_setting import DEFAULT_WHAT
+    from motormind.session.setup import EpisodeSetup, InterferenceSpec
+    when = "reach" if task.init_state % 2 == 0 else "carry"
+    itf = InterferenceSpec(f"{DEFAULT_WHAT[when]}@{when}", tuple(task.cell.interference_shift_m)) \
+        if task.cond == "on" else None
+    return EpisodeSetup(robot=None, brain=None, episode=EpisodeConfig(wall_budget_s=wall_budget_s, images=images),
+                        profile=task.prof.name, task=task, out=str(run_dir), media=False, interference=itf)
+
+
 def run_trials(scene: str = "placement", n: int = 40, interference: str = "both", seed: int = 0,
                out: str | Path | None = None, profile: str = "xarm6", brain: str = "oracle", vlm: str | None = None,
                vlm_set=(), images: bool = False, wall_budget_s: float = 300.0, report_hz: float = 5.0,
                progress=None, videos: float = 0.0) -> dict:
-    from motormind.components import EpisodeConfig
-    from motormind.session.interference import InterferencePlan, InterferenceProbe, Interferer
     from motormind.profile import load_profile
-    from motormind.record import Recorder
     from motormind.robots.xarm6 import XArm6Robot
-    from motormind.runner import EpisodeRunner
-
+    from motormind.session.open import open_episode
     from motormind.sim.xarm_cell.config import load_cell
     from motormind.sim.xarm_cell.emulator import CellEmulator
     from motormind.sim.xarm_emulator import free_loopback_host
@@ -147,58 +242,19 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
         for i in range(n):
             s = seed + i
             for cond in CONDITIONS[interference]:
-                trial = emu.reset_scene(s)
-                if robot.fault is not None:
-                    robot.clear_fault()
-                run_dir = root / f"t{s:03d}_{cond}"
-                rec = Recorder(run_dir)
-                rec("trial_start", **trial.to_json(), interference=cond, scene=cfg.name, profile=prof.name)
-                b = trial_brain(brain, vlm, vlm_set, emu.scene, robot, prof, rec)
-                ecfg = EpisodeConfig(wall_budget_s=wall_budget_s, images=images)
-                runner = EpisodeRunner(robot, b, trial.instruction, rec, ecfg, success_fn=emu.scene.success,
-                                       steps_fn=lambda: 0)
-                itf = probe = None
-                if cond == "on":
-                    probe = InterferenceProbe(lambda: -1)      # the real-time arm counts no control steps
-                    rec.listeners.append(probe.listen)
-                    when = "reach" if s % 2 == 0 else "carry"
-                    plan = InterferencePlan.seeded(s, when, cfg.interference_shift_m)
-                    itf = Interferer(plan, emu.scene, trial.goal[0], emu.scene.table_bounds(),
-                                     on_event=lambda ev, rec=rec: rec("interference", **ev.to_json()),
-                                     ok=_spot_check(prof, cfg.table_top_z_m + 0.03, emu))
-                    runner.controller_listeners.append(itf.on_controller_event)
-                film = _film(emu, videos)
-                t0, sim_t0 = time.monotonic(), emu.physics.sim_time_s
-                fault = ""
+                task = CellTrial(emu.reset_scene(s), cond, s, emu, cfg, prof, brain, vlm, vlm_set, videos)
                 try:
-                    res = runner.run()
+                    summ = open_episode(trial_setup(task, root / task.label, wall_budget_s, images),
+                                        progress=lambda m: None, robot=robot)
+                    r = TrialResult(**summ["trial_result"])
                 except Exception as e:  # noqa: BLE001 - a trial that crashes is a failed trial, recorded
-                    fault = f"{type(e).__name__}: {e}"
-                    res = None
-                finally:
-                    if brain != "oracle":
-                        b.close()
-                sim_s = emu.physics.sim_time_s - sim_t0
-                err = emu.scene.placement_error_mm()
-                ok = emu.scene.success()
-                r = TrialResult(s, cond, trial.instruction, ok, str(res.outcome) if res else "crash",
-                                res.reason if res else fault, round(err, 2) if err is not None else None,
-                                round(time.monotonic() - t0, 2), res.batches if res else 0, res.replans if res else 0,
-                                getattr(b, "name", brain), bool(getattr(b, "privileged", False)),
-                                itf.event.to_json() if itf and itf.event else None, itf.missed if itf else "",
-                                fault or (str(robot.fault) if robot.fault else ""), trial.to_json())
-                r.sim_s, r.rollout = round(sim_s, 3), film.write(run_dir) if film else None
-                rec("trial_end", **{k: v for k, v in asdict(r).items() if k != "trial"})
-                if probe is not None:
-                    r.interference_measures = probe.measures(ok)
-                    rec("interference_measures", **(r.interference_measures or {}))
-                rec.close()
+                    r = task.result(f"{type(e).__name__}: {e}", robot)
                 results.append(r)
                 moved = f", moved {r.event['object']} {r.event['shift_m'] * 1000:.0f} mm ({r.event['when']})" \
                     if r.event else (f", interference missed: {r.missed}" if r.missed else "")
-                say(f"trial {s} [{cond}] {'SUCCESS' if ok else 'FAILURE'} {r.outcome}: "
+                say(f"trial {s} [{cond}] {'SUCCESS' if r.success else 'FAILURE'} {r.outcome}: "
                     f"{r.placement_error_mm} mm, {r.episode_s:.1f} s, {r.batches} batches, {r.replans} replans{moved}"
-                    + ("" if ok else f" - {r.reason[:120]}"))
+                    + ("" if r.success else f" - {r.reason[:120]}"))
     finally:
         wall = time.monotonic() - t_start
         sim = emu.physics.sim_time_s - sim0

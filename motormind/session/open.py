@@ -59,7 +59,7 @@ def make_brain(setup, task, robot, record=None, gates=None):
     A bad VLM config is an error naming --vlm."""
     from ..errors import ConfigError
     from ..registry import build_brain
-    base = task.brain() if setup.brain is None else None
+    base = task.brain(robot, record) if setup.brain is None else None
     if base is None:
         try:
             base = build_brain(setup.brain, robot, robot.profile, record)
@@ -96,6 +96,8 @@ def open_episode(setup, progress=None, robot=None, gates=None, console_sock=None
     rec = Recorder(run_dir)         # after the robot: a bad suite/task/init leaves no empty record
     base_brain = mcap = console = frames = None
     try:
+        if hasattr(task, "start"):      # the task's own first event (an xArm6 cell trial's trial_start)
+            task.start(rec)
         if setup.console is not None:
             console = attach_console(setup.console, robot, rec, progress, setup.episode.images, console_sock)
         mcap = attach_mcap(setup.mcap, run_dir, rec)
@@ -121,9 +123,13 @@ def open_episode(setup, progress=None, robot=None, gates=None, console_sock=None
             runner = EpisodeRunner(robot, brain, instruction, rec, setup.episode, **kw)
         if mcap:
             runner.observers.append(mcap.observe)
-        frames = attach_rollout(setup.video_every, robot)
-        itf = (attach_interference(setup.interference, task, runner, robot, rec) if setup.interference else None)
+        # the task's own film and outside hand where it has them (the xArm6 cell's: its clock, its scene)
+        frames = task.film() if hasattr(task, "film") else attach_rollout(setup.video_every, robot)
+        interfere = getattr(task, "interfere", attach_interference)
+        itf = interfere(setup.interference, task, runner, robot, rec) if setup.interference else None
         result = runner.run()
+        if hasattr(task, "ended"):      # the run is over: a task timing it on its own clock stops it here
+            task.ended()
         obs = robot.observe(images=setup.episode.images)
         if obs.images:
             rec.frame("end", obs.images)
@@ -148,6 +154,8 @@ def open_episode(setup, progress=None, robot=None, gates=None, console_sock=None
         if itf is not None:
             summary["interference"] = interference_summary(setup.interference, itf, bool(result.success))
             rec("interference_measures", **summary["interference"])
+        if hasattr(task, "finish"):     # the task's own last word (a cell trial's placement error, trial_end)
+            summary.update(task.finish(rec, summary))
         if setup.media:
             summary["media"] = rec.write_media()
         rec.write_json("summary.json", summary)

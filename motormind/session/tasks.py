@@ -4,9 +4,13 @@ machinery (``MoveTask`` with its scripted answers, ``ReachTask`` for a VLM endpo
 
 A task gives ``open_episode`` (session/open.py): ``describe`` and ``label`` (progress, run dir),
 ``instruction(robot)``, ``header(robot)`` (the task's part of the record's ``episode_start``),
-``judge(robot)`` -> (success_fn, steps_fn) (PRIVILEGED: the evaluator's), ``reuse(robot)`` (an open
-robot reset for this episode), ``brain()`` (a task that answers for itself; None otherwise), and
-the seeds of its interference and its noisy brain.
+``judge(robot)`` -> (success_fn, steps_fn) (PRIVILEGED: the evaluator's; asked as the run begins),
+``reuse(robot)`` (an open robot reset for this episode), ``brain(robot, record)`` (a task that
+answers for itself; None otherwise), and the seeds of its interference and its noisy brain.
+Optionally ``start(rec)`` (its first event), ``film()`` and ``interfere(spec, task, runner, robot,
+rec)`` (its own rollout and outside hand instead of session/attach.py's; the film is attached as the
+run begins), ``ended()`` (the run is over) and ``finish(rec, summary)`` -> more summary fields: an
+xArm6 cell trial (evaluate/trials.py ``CellTrial``) has them.
 """
 from __future__ import annotations
 
@@ -47,7 +51,7 @@ class _Seeded:
     def describe(self) -> str:
         return f"{self.suite} task {self.task} init state {self.init_state}"
 
-    def brain(self):
+    def brain(self, robot=None, record=None):
         return None
 
 
@@ -99,7 +103,7 @@ class MoveTask(_FakeTask):
     def instruction(self, robot=None) -> str:
         return f"move {self.dx_mm} mm forward"
 
-    def brain(self):
+    def brain(self, robot=None, record=None):
         from ..brains.scripted import ScriptedBrain
         text = self.instruction()
         plan = {"subgoals": [{"id": "s1", "description": text, "success_criterion": "moved"}]}
