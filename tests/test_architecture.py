@@ -201,10 +201,8 @@ UPWARD = {
     ("motormind/cli.py", "motormind.webserver"): "the same: the console's port, bound before the run",
     ("motormind/console/cli.py", "motormind.ros"): "`motormind console --ros` starts the ROS 2 node: rclpy is "
                                                    "imported only then (deferred heavy import)",
-    ("motormind/episode/machine.py", "motormind.components"): "the machine reads the components' PlanDecision, "
-                                                              "verdicts and Ahead (typed messages, issue 35, move "
-                                                              "them below episode/)",
-    ("motormind/episode/machine.py", "motormind.roles"): "the same: the Verifier's Verdict (issue 35)",
+    ("motormind/episode/machine.py", "motormind.components"): "the machine reads the components' Ahead (the "
+                                                              "overlap's calls made ahead, issue 37)",
     ("motormind/episode/overlap.py", "motormind.commands"): "the overlap's prediction parses the batch's commands "
                                                             "(issue 37)",
 }
