@@ -44,9 +44,12 @@ class ConsoleView:
         self.memory: dict = {"summary": "", "facts": []}
         self.vlm: deque = deque(maxlen=MAX_LOG)
         self.vlm_totals = new_vlm_totals()
-        # over ROS 2 a call names its episode's instruction (role_nodes.py) and may come before that
-        # episode's start (another node, another topic): its count waits here for the start
-        self._calls_ahead: dict = {}
+        # over ROS 2 a call names its episode's instruction and its number among its node's calls of that
+        # episode (role_nodes.py); it may come before that episode's start (another node, another topic):
+        # it waits here for the start. The end names per node how many count (vlm_counted).
+        self._calls_ahead: dict = {}           # instruction -> {(node, call_no): call}
+        self._calls: dict = {}                 # the started episode's calls, (node, call_no) -> call
+        self._counted: dict | None = None      # its end's vlm_counted (None: running, or in-process)
         self._started = None                   # the instruction of the episode whose start came last
         self.timeline: deque = deque(maxlen=MAX_LOG)
         self.operator_log: deque = deque(maxlen=100)
@@ -119,8 +122,9 @@ class ConsoleView:
             self.plan, self.batches, self._by_id = [], deque(maxlen=MAX_BATCHES), {}
             # the episode's own calls, as its summary.json counts them (not the sum over the session's episodes)
             self._started = ev.get("instruction", "")
-            self.vlm_totals = self._calls_ahead.pop(self._started, None) or new_vlm_totals()
+            self._calls, self._counted = self._calls_ahead.pop(self._started, None) or {}, None
             self._calls_ahead.clear()
+            self.vlm_totals = self._total(self._calls)
             self.manual_used = str(ev.get("brain", "")).endswith(":manual")
             self._tl(t, k, f"episode started: {ev.get('instruction', '')}"
                      + (" [oracle: privileged simulator state]" if ev.get("privileged") else ""))
@@ -128,6 +132,8 @@ class ConsoleView:
             self.episode.update(status="ended", outcome=ev.get("outcome", ""), reason=ev.get("reason", ""),
                                 success=bool(ev.get("success")))
             if ev.get("vlm_calls") is not None:   # over ROS 2, the end's result: the episode's record gives the count
+                self._counted = dict(ev.get("vlm_counted") or {})
+                self.vlm_totals = self._total(self._calls)
                 self.vlm_totals["calls"] = int(ev["vlm_calls"])
             self._tl(t, k, f"episode ended: {ev.get('outcome', '')} - {ev.get('reason', '')}",
                      "ok" if ev.get("success") else "warn")
@@ -216,9 +222,10 @@ class ConsoleView:
                              "latency_s": ev.get("latency_s"), "input_tokens": ev.get("input_tokens", 0),
                              "output_tokens": ev.get("output_tokens", 0), "attempt": ev.get("attempt", 0),
                              "error": _short(ev.get("error", ""), 200), "response": _short(ev.get("response", ""), 400)})
-            tot = self._calls_of(ev)
-            if tot is not None:
-                count_vlm(tot, ev)
+            if ev.get("call_no") is not None:     # over ROS 2: the episode it names, counted as its end says
+                self._numbered_call(ev)
+            elif self.episode.get("status") != "ended":
+                count_vlm(self.vlm_totals, ev)
         elif k == "estop":
             self.controller.update(estop=True, estop_reason=ev.get("reason", ""))
             self.alerts.append({"t": t, "source": "controller", "text": f"EMERGENCY STOP: {ev.get('reason', '')}"})
@@ -276,16 +283,30 @@ class ConsoleView:
             if s["id"] == sgid and not (s["status"] == "achieved" and status == "active"):
                 s["status"] = status
 
-    def _calls_of(self, ev: dict) -> dict | None:
-        """The totals a VLM call adds to: its episode's (None: the episode it belongs to has ended,
-        and the count its record gives is the one shown). A call naming another episode's instruction
-        (over ROS 2) is kept for that episode's start."""
+    def _numbered_call(self, ev: dict) -> None:
+        """A call over ROS 2: kept under the episode it names (one naming another instruction waits
+        for that episode's start); the started episode's totals are its calls, once it has ended those
+        its end counts (per node, numbered up to its ``vlm_counted``), with the end's count of calls."""
         instr = ev.get("instruction")
-        if instr is not None and instr != self._started:
-            while len(self._calls_ahead) >= 8:
+        call = {k: v for k, v in ev.items() if k not in ("system", "user", "response")}   # for count_vlm
+        key = (str(ev.get("node", "")), int(ev["call_no"]))
+        if instr != self._started:
+            while len(self._calls_ahead) >= 8 and instr not in self._calls_ahead:
                 self._calls_ahead.pop(next(iter(self._calls_ahead)))
-            return self._calls_ahead.setdefault(instr, new_vlm_totals())
-        return None if self.episode.get("status") == "ended" else self.vlm_totals
+            self._calls_ahead.setdefault(instr, {})[key] = call
+            return
+        self._calls[key] = call
+        calls = self.vlm_totals["calls"]
+        self.vlm_totals = self._total(self._calls)
+        if self._counted is not None:
+            self.vlm_totals["calls"] = calls          # the end's count (its calls may still be on their way)
+
+    def _total(self, calls: dict) -> dict:
+        tot = new_vlm_totals()
+        for (node, n), call in calls.items():
+            if self._counted is None or n <= int(self._counted.get(node, 0)):
+                count_vlm(tot, call)
+        return tot
 
     # -- the snapshot ---------------------------------------------------------------------------
     def state(self) -> dict:

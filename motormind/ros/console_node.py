@@ -255,9 +255,10 @@ class RosRuntime(Runtime):
         elif msg.get("event") == "end":
             self.episode_running = False
             res = msg.get("result") or {}
-            # vlm_calls: the episode's count as its record (this end message, the recorder's MCAP) gives it
-            self.fold("episode_end", **{k: res.get(k) for k in ("success", "outcome", "reason", "steps", "wall_s",
-                                                                 "vlm_calls")})
+            # vlm_calls: the episode's count as its record (this end message, the recorder's MCAP) gives it;
+            # vlm_counted: which calls it counts (per node, those numbered up to it: role_nodes.py)
+            self.fold("episode_end", vlm_counted=msg.get("vlm_counted"),
+                      **{k: res.get(k) for k in ("success", "outcome", "reason", "steps", "wall_s", "vlm_calls")})
 
     def on_event(self, ev: dict) -> None:
         kind = ev.get("kind")

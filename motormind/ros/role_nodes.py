@@ -7,6 +7,7 @@ cancels and privileged answers are never held up by a brain call.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 
@@ -38,6 +39,9 @@ OVERLAP_OVER_ROS = ("overlap: speculate, verify_ahead and plan_with_probe (episo
                     "runner only (motormind run / eval); the ROS 2 Executor node cannot ask its brain beside the "
                     "Controller and the Verifier nodes yet: set overlap: {} (or --vlm-set overlap=false) in the VLM "
                     "config of a ROS 2 launch")
+# at the episode's end, how long the Executor waits to hear the VLM calls the messages it acted on
+# stand on (``vlm_calls_before``: a call is on ``events``, the verdict it made on ``verdict``)
+CALLS_WAIT_S = 2.0
 # once the Controller's state is heard, how long a new task waits for its calibrations and scene facts
 # (latched, sent before its first state: they are there at once from a Controller that is up)
 SETUP_WAIT_S = 5.0
@@ -67,6 +71,8 @@ class RoleNode(MotorMindNode):
         self.marker = Marker(self.robot, options_of(self.brain))
         self.memory_view = MemoryView(self.cfg.memory)
         self.instruction = ""
+        self._call_lock = threading.Lock()
+        self._call_no: dict = {}             # instruction -> this node's VLM calls naming it so far
         self.prompt_ctx: Context | None = None
         # the budget as this node knows it: the reports' steps, the clock since the task, the config's budgets
         self.budget = BudgetCounter(self.cfg)
@@ -136,12 +142,36 @@ class RoleNode(MotorMindNode):
             self.memory_view.update(msg)
 
     def record(self, kind: str, **data) -> None:
-        """A VLM call names its episode (the instruction: a node takes a new task only with a new one),
-        so the Executor's count and the console's are of the same calls, whatever order the topics
-        deliver them in."""
-        if kind == EventKind.VLM_CALL:
-            data.setdefault("instruction", self.instruction)
-        super().record(kind, **data)
+        """A VLM call names its episode (the instruction: a node takes a new task only with a new one)
+        and its number among this node's calls of that episode (``call_no``: 1, 2, ...; numbered and
+        sent under one lock, so the topic delivers one node's calls in their order). The Executor's end
+        names, per node, how many of its calls the episode counts (``vlm_counted``): the count is exact
+        whatever order the topics deliver the calls and the end in (docs/ros2.md)."""
+        if kind != EventKind.VLM_CALL:
+            super().record(kind, **data)
+            return
+        instr = data.setdefault("instruction", self.instruction)
+        with self._call_lock:
+            n = self._call_no[instr] = self._call_no.pop(instr, 0) + 1    # (the last used, at the end)
+            while len(self._call_no) > 8:
+                self._call_no.pop(next(iter(self._call_no)))
+            super().record(kind, call_no=n, **data)
+
+    def calls_before(self) -> dict:
+        """What a plan or a verdict this node sends stands on: its VLM calls of the episode so far (the
+        Executor, ending the episode on it, waits to hear them: they count)."""
+        with self._call_lock:
+            n = self._call_no.get(self.instruction, 0)
+        return {"vlm_calls_before": {"node": self.get_name(), "instruction": self.instruction, "n": n}}
+
+    def record_for(self, instruction: str):
+        """The recorder of a role object of ``instruction``'s episode: its VLM calls name that episode
+        even when they end after the next task (a background Monitor's or Memory's)."""
+        def record(kind: str, **data) -> None:
+            if kind == EventKind.VLM_CALL:
+                data.setdefault("instruction", instruction)
+            self.record(kind, **data)
+        return record
 
     def look(self, label: str = "", after: float | None = None) -> tuple[dict, dict]:
         """(state, the frames as the roles see them), as the runner's ``_look``: the frames marked once
@@ -214,7 +244,7 @@ class PlannerNode(RoleNode):
         if d is None:
             return
         d = replace(d, verdict=verdict)
-        self.send("plan", encode(d))
+        self.send("plan", {**encode(d), **self.calls_before()})
         self.say(f"plan #{d.plan_id} ({d.kind}): " + "; ".join(f"{s.id}: {s.description}" for s in d.plan)[:300]
                  + (f"  - {d.reason[:120]}" if d.reason else ""))
 
@@ -245,22 +275,59 @@ class ExecutorNode(RoleNode):
         self.machine: EpisodeMachine | None = None
         self._early: list = []                    # (kind, message) that came before the task (latched topics
         self.vlm: dict = {}                       # are delivered in no particular order); instruction -> calls
+        self._vlm_cv = threading.Condition()      # (heard on the callback thread, read on the worker's)
+        self._owed: dict = {}                     # instruction -> node -> calls the plans and verdicts stand on
+        self._counted: dict = {}                  # node -> its calls the last end counted
         self.listen("plan", lambda m: self.worker.put(self._feed, "plan", m))
         self.listen("report", lambda m: self.worker.put(self._feed, "report", m))
         self.listen("verdict", lambda m: self.worker.put(self._feed, "verdict", m))
         self.listen("events", self._count)
 
     def _count(self, ev: dict) -> None:
-        """The episode's VLM calls: those naming its instruction (RoleNode.record), heard before or
-        after this node took the task; the end's result gives their count (the console shows it)."""
-        if ev.get("kind") == EventKind.VLM_CALL:
+        """The VLM calls naming each instruction (RoleNode.record), heard before or after this node
+        took its task: per node, the number of the last one heard (one node's calls come in order) and
+        their seconds."""
+        if ev.get("kind") != EventKind.VLM_CALL:
+            return
+        with self._vlm_cv:
             while len(self.vlm) >= 8 and ev.get("instruction") not in self.vlm:
                 self.vlm.pop(next(iter(self.vlm)))
-            count_vlm(self.vlm.setdefault(str(ev.get("instruction", "")), new_vlm_totals()), ev)
+            c = self.vlm.setdefault(str(ev.get("instruction", "")), {}).setdefault(
+                str(ev.get("node", "")), {"n": 0, "totals": new_vlm_totals()})
+            c["n"] = max(c["n"], int(ev.get("call_no") or c["n"] + 1))
+            count_vlm(c["totals"], ev)
+            self._vlm_cv.notify_all()
+
+    def _owe(self, msg: dict) -> None:
+        """A plan or a verdict stands on its node's calls so far (RoleNode.calls_before)."""
+        b = msg.get("vlm_calls_before") or {}
+        if b.get("node"):
+            with self._vlm_cv:
+                while len(self._owed) >= 8 and b.get("instruction") not in self._owed:
+                    self._owed.pop(next(iter(self._owed)))
+                owed = self._owed.setdefault(str(b.get("instruction", "")), {})
+                owed[b["node"]] = max(owed.get(b["node"], 0), int(b.get("n") or 0))
 
     def _calls(self) -> tuple[int, float]:
-        c = self.vlm.get(self.instruction) or new_vlm_totals()
-        return c["calls"], c["latency_s"]
+        """The episode's VLM calls when it ends (the machine asks once, for its result): per node, its
+        calls naming the episode up to the last one this node has heard, once it has heard those its
+        own calls and the plans and verdicts it acted on stand on (``vlm_calls_before``; at most
+        CALLS_WAIT_S). The end names them (``vlm_counted``): each call on ``events`` says by its node and
+        ``call_no`` whether it counts; a Monitor's or Memory's call that ends later does not."""
+        with self._call_lock:
+            mine = self._call_no.get(self.instruction, 0)
+        with self._vlm_cv:
+            owed = {**self._owed.get(self.instruction, {}), self.get_name(): mine}
+
+            def missing() -> dict:
+                heard = self.vlm.get(self.instruction, {})
+                return {node: n for node, n in owed.items() if heard.get(node, {}).get("n", 0) < n}
+            if not self._vlm_cv.wait_for(lambda: not missing(), CALLS_WAIT_S):
+                self.say(f"the episode's end: VLM calls not heard after {CALLS_WAIT_S:g} s (node: calls owed): "
+                         f"{missing()}; the count is of those heard")
+            per = self.vlm.get(self.instruction, {})
+            self._counted = {node: c["n"] for node, c in per.items()}
+            return sum(self._counted.values()), sum(c["totals"]["latency_s"] for c in per.values())
 
     def on_task(self, msg: dict) -> None:
         component = ExecutorComponent(Executor(self.brain, self.record), self.cfg, self.prompt_ctx, self.say)
@@ -293,6 +360,8 @@ class ExecutorNode(RoleNode):
         if m is None:
             self._early.append((kind, msg))
             return
+        if kind in ("plan", "verdict"):
+            self._owe(msg)
         if kind == "plan":
             self._act(m.plan(PlanDecision.from_json(msg)))
         elif kind == "report":
@@ -330,7 +399,8 @@ class ExecutorNode(RoleNode):
 
     def _end(self, res) -> None:
         out = res.to_json()
-        self.send("episode", {"event": "end", "instruction": self.instruction, "result": out})
+        self.send("episode", {"event": "end", "instruction": self.instruction, "result": out,
+                              "vlm_counted": dict(self._counted)})
         label = " [oracle: privileged simulator state]" if res.privileged else ""
         self.log(f"EPISODE {'SUCCESS' if res.success else 'FAILURE'}: {res.outcome} - {res.reason}{label}")
         self.log(f"  steps {res.steps}, batches {res.batches}, replans {res.replans}, VLM calls {res.vlm_calls}, "
@@ -385,7 +455,7 @@ class VerifierNode(RoleNode):
         state = rep.end_state or state
         v = self.component.verify(sg, self.plan, rep, state, images, self.last_verdict)
         self.last_verdict = v
-        self.send("verdict", {**encode(v), "batch_id": rep.batch_id})
+        self.send("verdict", {**encode(v), "batch_id": rep.batch_id, **self.calls_before()})
 
 
 class RemoteToken(CancelToken):
@@ -476,10 +546,10 @@ class MemoryNode(RoleNode):
     def _recorder(self, instruction: str):
         """The record of the Memory of ``instruction``'s episode: its VLM calls name that episode, its
         summaries go out on ``memory`` naming it while it is the current one."""
+        record_it = self.record_for(instruction)
+
         def record(kind: str, **data) -> None:
-            if kind == EventKind.VLM_CALL:
-                data.setdefault("instruction", instruction)
-            self.record(kind, **data)
+            record_it(kind, **data)
             if kind == "memory" and instruction == self.instruction:     # an ended episode's: for no prompt
                 self.send("memory", {"summary": data.get("summary", ""), "facts": data.get("facts", []),
                                      "instruction": instruction})
@@ -493,7 +563,8 @@ class MemoryNode(RoleNode):
                 return
             msg = {"subgoals": msg.get("subgoals", []), "replan_reason": msg.get("reason", ""),
                    "brain": msg.get("brain", ""), "privileged": msg.get("privileged", False)}
-        data = {k: v for k, v in msg.items() if k not in ("schema_version", "kind", "node", "t")}
+        data = {k: v for k, v in msg.items()
+                if k not in ("schema_version", "kind", "node", "t", "vlm_calls_before")}
         self.memory.add(kind, data)
 
     def close_role(self) -> None:

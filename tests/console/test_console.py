@@ -344,18 +344,30 @@ def test_the_pages_vlm_count_is_the_summarys_episode_after_episode(console, tmp_
 
 def test_over_ros_a_call_counts_for_the_episode_it_names_and_the_end_gives_the_count():
     """Issue 36 over ROS 2: calls come on /motormind/events in no fixed order with the episode's start
-    and end. A call naming the next episode's instruction before that start counts for it; one after
-    the end does not change the count the end's record gave."""
+    and end, each naming its episode and its number among its node's calls of it (role_nodes.py). A
+    call naming the next episode's instruction before that start counts for it; the end says per node
+    how many count (vlm_counted): one it counts still adds its tokens when it comes after the end, one
+    numbered beyond (a background call that ended after) is listed, not counted."""
     from motormind.console.view import ConsoleView
     v = ConsoleView()
+
+    def call(instr, node, n, tokens=1):
+        v.on_event({"kind": "vlm_call", "instruction": instr, "node": node, "call_no": n, "role": node,
+                    "input_tokens": tokens})
+    def totals():
+        return v.state()["vlm_totals"]["calls"], v.state()["vlm_totals"]["input_tokens"]
     v.on_event({"kind": "episode_start", "instruction": "a"})
-    v.on_event({"kind": "vlm_call", "instruction": "a", "role": "planner"})
-    v.on_event({"kind": "vlm_call", "instruction": "b", "role": "planner"})      # the next episode's, early
-    assert v.state()["vlm_totals"]["calls"] == 1
-    v.on_event({"kind": "episode_end", "outcome": "success", "vlm_calls": 1})
-    v.on_event({"kind": "vlm_call", "instruction": "a", "role": "memory"})       # after the end
-    assert v.state()["vlm_totals"]["calls"] == 1
-    v.on_event({"kind": "episode_start", "instruction": "b"})
-    v.on_event({"kind": "vlm_call", "instruction": "b", "role": "executor"})
+    call("a", "planner", 1)
+    call("b", "planner", 1)                                                     # the next episode's, early
+    call("a", "monitor", 1)
     assert v.state()["vlm_totals"]["calls"] == 2
-    assert len(v.state()["vlm"]) == 4                                             # every call is in the log
+    v.on_event({"kind": "episode_end", "outcome": "success", "vlm_calls": 3,
+                "vlm_counted": {"planner": 1, "monitor": 1, "memory": 1}})
+    assert totals() == (3, 2)
+    call("a", "memory", 1, tokens=10)          # counted by the end, heard after it
+    call("a", "monitor", 2, tokens=100)        # ended after the end: not counted
+    assert totals() == (3, 12)
+    v.on_event({"kind": "episode_start", "instruction": "b"})
+    call("b", "executor", 1)
+    assert v.state()["vlm_totals"]["calls"] == 2
+    assert len(v.state()["vlm"]) == 6                                             # every call is in the log

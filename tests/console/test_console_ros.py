@@ -95,14 +95,21 @@ def console(tmp_path_factory):
 
 
 def assert_one_count(c, pr, end, instruction):
-    """Issue 36: one count of VLM calls. The console shows the episode's count as its record gives it
-    (the end's result, on /motormind/episode in the recorder's MCAP), and it is the number of calls on
-    /motormind/events that name the episode (the Executor's and the console's counts are of the same
-    calls, whatever order the topics deliver them in)."""
+    """Issue 36: one count of VLM calls, exact. The episode's calls are those naming it that the Executor
+    had heard when it ended it: each call on /motormind/events names its episode and its number among its
+    node's calls of it (call_no), the end names per node how many count (vlm_counted). The end's count
+    (on /motormind/episode, in the recorder's MCAP), the console's and the calls on events that count are
+    one number; a background call (Monitor, Memory) ending after the end is numbered beyond."""
     st = c.wait(lambda s: s["episode"].get("status") == "ended", 10, "the episode's end")
-    calls = [m for m in pr.msgs["events"] if m.get("kind") == "vlm_call" and m.get("instruction") == instruction]
-    n = end["result"]["vlm_calls"]
-    assert st["vlm_totals"]["calls"] == n == len(calls) > 0, (st["vlm_totals"], n, len(calls))
+    n, counted = end["result"]["vlm_calls"], end["vlm_counted"]
+    for node, k in counted.items():      # the Executor heard them before the end: the probe hears them too
+        pr.wait_for("events", lambda m, node=node, k=k: m.get("kind") == "vlm_call" and m.get("node") == node
+                    and m.get("instruction") == instruction and m.get("call_no") == k, timeout=10)
+    named = [m for m in pr.msgs["events"] if m.get("kind") == "vlm_call" and m.get("instruction") == instruction]
+    calls = [m for m in named if m["call_no"] <= counted.get(m["node"], 0)]
+    assert st["vlm_totals"]["calls"] == n == len(calls) == sum(counted.values()) > 0, \
+        (st["vlm_totals"], n, counted, [(m["node"], m["call_no"]) for m in named])
+    assert len({(m["node"], m["call_no"]) for m in named}) == len(named)         # each call numbered once
     assert {m["role"] for m in calls} >= {"planner", "executor", "verifier"}
 
 

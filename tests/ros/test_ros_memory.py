@@ -32,6 +32,7 @@ def _memory_node(brain):
     node.t0 = time.monotonic()
     node.cfg = types.SimpleNamespace(memory=True)
     node.brain, node.memory, node.instruction = brain, None, ""
+    node._call_lock, node._call_no = threading.Lock(), {}
     return node, sent
 
 
