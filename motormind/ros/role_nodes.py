@@ -489,10 +489,16 @@ class MonitorNode(RoleNode):
         self.listen("report", self._report)
 
     def on_task(self, msg: dict) -> None:
-        if self.cfg.monitor and self.monitor is None:
-            self.monitor = Monitor(self.brain, self.record)
+        """Each episode (a new instruction: RoleNode._task) gets a fresh Monitor whose prompts state its
+        instruction, as each in-process one does (runner.py); the last episode's closes (a check under
+        way still records under that episode's instruction)."""
+        old, self.monitor, self.component = self.monitor, None, None
+        if self.cfg.monitor:
+            self.monitor = Monitor(self.brain, self.record_for(self.instruction))
             self.component = MonitorComponent(self.monitor, self.instruction)
             self.component.setup = self.prompt_ctx.facts.robot()
+        if old is not None:
+            old.close()
 
     def _plan(self, msg: dict) -> None:
         d = PlanDecision.from_json(msg)
