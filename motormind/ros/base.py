@@ -24,10 +24,10 @@ from std_msgs.msg import Bool, String
 
 from .. import SCHEMA_VERSION
 from ..brains.base import Brain, BrainReply
-from ..episode.config import with_step_budget
 from ..errors import CommandError, ConfigError, MotorMindError
 from ..hard_exit import Deadline, exit_after
 from ..mcap_record import dumps
+from ..session.setup import stack_setup
 from ..strict_json import decode_json
 from . import graph
 from .lifeline import flush_output, keep_output
@@ -130,7 +130,8 @@ class Worker:
 
 class MotorMindNode(Node):
     """A node of the graph: ``self.send(topic, obj)``, ``self.listen(topic, fn)`` with JSON payloads;
-    ``self.settings`` (the configuration file), ``self.profile``, ``self.cfg`` (the episode's)."""
+    ``self.settings`` (the configuration file), ``self.setup`` (the episode's setup it describes:
+    session/setup.py ``stack_setup``), ``self.profile``, ``self.cfg`` (the episode's config, its budgets)."""
 
     role = "node"
     sections: tuple = ()     # the configuration sections this node reads besides profile, brain, episode, nodes
@@ -143,9 +144,11 @@ class MotorMindNode(Node):
                          automatically_declare_parameters_from_overrides=True)
         self.settings = self._load_settings(overrides)
         self.profile = self.settings.load_profile()
-        # the episode's config with its step budget, known before anything is built (a LIBERO-PRO robot
-        # config's: what the Controller's evaluator reports), in every node as in the in-process runner
-        self.cfg = with_step_budget(self.settings.episode, self.settings.robot)
+        # the episode's setup, built once from the file: its config carries the step budget, known before
+        # anything is built (a LIBERO-PRO robot config's: what the Controller's evaluator reports), in
+        # every node as in the in-process runner
+        self.setup = stack_setup(self.settings)
+        self.cfg = self.setup.episode
         self._pubs: dict = {}
         self._subs: list = []
         self.worker = Worker(self.get_name(), self.log)
@@ -319,7 +322,7 @@ def make_brain(node: MotorMindNode, rpc: RemoteCall | None):
     """The roles' brain from the configuration's ``brain`` (motormind/registry.py). The oracle runs
     next to the simulator, in the Controller: here it is reached over the privileged channel."""
     from ..registry import build_brain
-    cfg = node.settings.brain
+    cfg = node.setup.brain
     remote = RemoteOracleBrain(rpc, float(node.settings.nodes.rpc_timeout_s)) if rpc is not None else None
     if cfg.type == "oracle" and remote is None:
         raise ConfigError("brain oracle: needs the privileged channel")

@@ -70,7 +70,7 @@ class ControllerNode(MotorMindNode):
         restarted = self._check_marker()
         try:
             # the robot moves with the profile the Controller validates with (motormind/registry.py)
-            self.robot = build_robot(self.settings.robot, self.profile)
+            self.robot = build_robot(self.setup.robot, self.profile)
         except BaseException:
             self._marker.unlink(missing_ok=True)   # never started: not a restart
             raise

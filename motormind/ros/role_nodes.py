@@ -53,7 +53,7 @@ class RoleNode(MotorMindNode):
     def __init__(self):
         super().__init__()
         self.exit_code = None
-        self.rpc = RemoteCall(self) if self.settings.brain.type == "oracle" or self.needs_rpc() else None
+        self.rpc = RemoteCall(self) if self.setup.brain.type == "oracle" or self.needs_rpc() else None
         self.brain = make_brain(self, self.rpc)
         if getattr(getattr(self.brain, "overlap", None), "any", False):
             from ..errors import ConfigError

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..episode.config import EpisodeConfig
+from ..episode.config import EpisodeConfig, with_step_budget
 from ..registry import BrainConfig
 
 ORACLE_IMAGE_SIZE = 128                 # the oracle reads no pixels: images only for the record and the console
@@ -69,6 +69,14 @@ class EpisodeSetup:
     @property
     def brain_name(self) -> str:
         return self.brain.type if self.brain is not None else "scripted"
+
+
+def stack_setup(stack) -> EpisodeSetup:
+    """The setup a ROS 2 stack's configuration file describes (motormind/ros/settings.py StackConfig:
+    robot, profile, brain, episode), built once per node: its episode config carries the robot's step
+    budget, as the in-process runner's does. The attachments are the launch's own nodes."""
+    return EpisodeSetup(robot=stack.robot, brain=stack.brain, episode=with_step_budget(stack.episode, stack.robot),
+                        profile=stack.profile, media=False)
 
 
 def render_size(brain: BrainConfig, image_size: int | None = None) -> int:
