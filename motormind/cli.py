@@ -13,13 +13,15 @@ def _run(args) -> int:
     if args.brain == "openai" or (args.brain is None and args.vlm):
         from .brains.endpoint import checked_vlm_config
         checked_vlm_config(args.vlm, args.vlm_set)
-    console_sock = None
-    if args.console is not None:
-        from .argtypes import split_host_port
-        from .webserver import listen_for
-        console_sock = listen_for("--console", *split_host_port(args.console))
     setup = run_setup(args)
-    s = open_episode(setup, console_sock=console_sock)
+    console = None
+    if setup.console is not None:
+        from .argtypes import split_host_port
+        from .console.session import open_console
+        from .webserver import listen_for
+        console = open_console(setup.console, setup.episode.images,
+                               listen_for("--console", *split_host_port(setup.console.address)))
+    s = open_episode(setup, console=console)
     if setup.video_every:
         from .evaluate.episode_page import write_page
         s["episode_page"] = str(write_page(s["run_dir"]))

@@ -195,6 +195,8 @@ HOUSE = _house()
 UPWARD = {
     ("motormind/cli.py", "motormind.brains"): "the command line imports a subcommand's modules when it runs "
                                                 "(lazy entry points: `motormind --help` loads nothing heavy)",
+    ("motormind/cli.py", "motormind.console"): "the same: `motormind run --console` opens its console "
+                                                 "(console/session.py open_console)",
     ("motormind/cli.py", "motormind.episode"): "the same: `motormind run`'s wall budget default",
     ("motormind/cli.py", "motormind.evaluate"): "the same: `motormind run --videos` writes the episode page",
     ("motormind/cli.py", "motormind.session"): "the same: `motormind run` opens its episode (session/open.py)",

@@ -1,15 +1,16 @@
 """The console attached in-process: one robot, its one Controller, the web server, and the episodes
 that run under the operator's eye.
 
-    ConsoleSession   what ``motormind run --console`` attaches to its episode
-    EpisodeHost      what ``motormind console --robot`` adds: an episode for each instruction submitted
+    ConsoleSession   what ``motormind run --console`` attaches to its episode (``open_console``)
+    EpisodeHost      what ``motormind console --robot`` adds: an episode for each instruction submitted,
+                     each opened as every episode is (motormind/session/open.py ``open_episode``), its
+                     task the typed instruction (``OperatorTask``)
 """
 from __future__ import annotations
 
 import datetime as _dt
 import inspect
 import threading
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -30,6 +31,77 @@ def manual_queue_of(brain):
             return m.queue
         brain, seen = getattr(brain, "inner", None), seen + 1
     return None
+
+
+def open_console(spec, images: bool = True, sock=None):
+    """An opener for ``open_episode`` (session/open.py): the console that ``spec``
+    (session/setup.py ``ConsoleSpec``) describes, on the episode's robot, watching its record;
+    ``sock``: its listening socket, bound by the command line before the robot was built."""
+    def opener(robot, rec, progress):
+        from ..argtypes import split_host_port
+        from ..errors import ConfigError
+        from ..webserver import listen_for
+
+        def bad(msg):
+            return ConfigError(f"--console: {msg}")
+        host, port = split_host_port(spec.address, bad)
+        console = ConsoleSession(robot, host, port, spec.token, spec.approval, frames=images, frame_hz=spec.frame_hz,
+                                 sock=sock or listen_for("--console", host, port))
+        console.runtime.watch(rec)
+        progress(console.banner())
+        return console
+    return opener
+
+
+class OperatorTask:
+    """An instruction the operator submitted, as an episode's task (motormind/session/tasks.py): no
+    success check of its own (the stack's word and the operator end it); the brain is the host's."""
+
+    suite, task, init_state, seed = "console", 0, 0, 0
+
+    def __init__(self, text: str, n: int, robot_label: str, make_brain, on_brain):
+        self.text, self.n, self.robot_label = text, n, robot_label
+        self.make_brain, self.on_brain = make_brain, on_brain
+
+    label = property(lambda self: f"episode{self.n}")
+    describe = property(lambda self: f"episode {self.n}: {self.text!r}")
+
+    def reuse(self, robot) -> None:
+        pass
+
+    def instruction(self, robot=None) -> str:
+        return self.text
+
+    def header(self, robot) -> dict:
+        return {"instruction": self.text, "robot": self.robot_label, "source": "operator console"}
+
+    def judge(self, robot):
+        return None, None
+
+    def brain(self, robot, record):
+        takes_record = bool(inspect.signature(self.make_brain).parameters)
+        brain = self.make_brain(record) if takes_record else self.make_brain()
+        self.on_brain(brain)
+        return brain
+
+
+class _Lent:
+    """The host's console lent to one episode: it runs it (the host may stop it), and stays up after."""
+
+    def __init__(self, host: "EpisodeHost", rec: Recorder):
+        self.host = host
+        host.session.runtime.watch(rec)
+
+    def runner(self, *a, **kw) -> EpisodeRunner:
+        self.host.runner = self.host.session.runner(*a, **kw)
+        return self.host.runner
+
+    def detach(self, reason: str) -> None:
+        pass
+
+    def close(self) -> None:
+        self.host.session.detach("the episode is over")
+        self.host.runner = self.host.brain = None
 
 
 class ConsoleSession:
@@ -124,38 +196,21 @@ class EpisodeHost:
                                                 reason=f"{type(e).__name__}: {e}")
 
     def run_one(self, instruction: str) -> dict:
+        from ..session.open import open_episode
+        from ..session.setup import EpisodeSetup
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = self.out_root / f"{stamp}_episode{len(self.episodes) + 1}"
-        rec = Recorder(run_dir)
-        from ..vlm_calls import vlm_totals, vlm_trouble
-        vtot = vlm_totals(rec)                  # every recorded call: the count the console's page shows
-        takes_record = bool(inspect.signature(self.make_brain).parameters)
-        brain = self.brain = self.make_brain(rec) if takes_record else self.make_brain()
-        try:
-            self.session.runtime.watch(rec)
-            rec("episode_start", instruction=instruction, brain=brain.name,
-                privileged=bool(getattr(brain, "privileged", False)), robot=self.robot_label,
-                source="operator console")
-            self.progress(f"episode: {instruction!r} (record {run_dir})")
-            if getattr(brain, "roles", None):       # an operator-only brain: those roles are the operator's
-                self.session.desk.lock_takeover(brain.roles)
-            t0 = time.monotonic()
-            self.runner = self.session.runner(brain, instruction, rec, self.config(),
-                                              progress=self.progress)
-            result = self.runner.run()
-            summary = {"instruction": instruction, **result.to_json(), "run_dir": str(run_dir),
-                       "episode_wall_s": round(time.monotonic() - t0, 3),
-                       # one count of calls, as motormind run's summary.json (session/open.py) and the page give it
-                       "vlm_calls": vtot["calls"], "vlm_trouble": vlm_trouble(vtot)}
-            rec("episode_end", **{k: summary.get(k) for k in ("success", "outcome", "reason", "steps", "wall_s")})
-            rec.write_json("summary.json", summary)
-            self.progress(f"episode ended: {result.outcome} - {result.reason}")
-            return summary
-        finally:
-            self.session.detach("the episode is over")
-            self.runner = self.brain = None
-            brain.close()
-            rec.close()
+        n = len(self.episodes) + 1
+        task = OperatorTask(instruction, n, self.robot_label, self.make_brain, self._on_brain)
+        setup = EpisodeSetup(robot=None, brain=None, episode=self.config(), profile=self.robot.profile.name, task=task,
+                             out=str(self.out_root / f"{stamp}_episode{n}"), media=False)
+        summary = open_episode(setup, self.progress, robot=self.robot, console=lambda robot, rec, say: _Lent(self, rec))
+        self.progress(f"episode ended: {summary['outcome']} - {summary['reason']}")
+        return summary
+
+    def _on_brain(self, brain) -> None:
+        self.brain = brain
+        if getattr(brain, "roles", None):       # an operator-only brain: those roles are the operator's
+            self.session.desk.lock_takeover(brain.roles)
 
     def stop_episode(self, reason: str = "the console is closing") -> None:
         r = self.runner

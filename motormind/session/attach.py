@@ -1,27 +1,11 @@
 """What is attached to an episode besides its robot and brain, each from its part of the setup
-(session/setup.py): the operator console, the MCAP recorder, the outside hand of interference and
-the rollout video. Each ``attach_*`` returns what ``open_episode`` closes (None: not attached)."""
+(session/setup.py): the MCAP recorder, the outside hand of interference and the rollout video. Each
+``attach_*`` returns what ``open_episode`` closes (None: not attached). The operator console is
+opened by the console's own code (console/session.py ``open_console``), handed to ``open_episode``
+as an opener: this package imports nothing of the console."""
 from __future__ import annotations
 
 from pathlib import Path
-
-
-def attach_console(spec, robot, rec, progress, images: bool, sock=None):
-    """The operator console (console/session.py), watching the record; ``sock``: its listening
-    socket, bound by the command line before the simulation was built (``webserver.listen_for``)."""
-    from ..argtypes import split_host_port
-    from ..console.session import ConsoleSession
-    from ..errors import ConfigError
-    from ..webserver import listen_for
-
-    def bad(msg):
-        return ConfigError(f"--console: {msg}")
-    host, port = split_host_port(spec.address, bad)
-    console = ConsoleSession(robot, host, port, spec.token, spec.approval, frames=images, frame_hz=spec.frame_hz,
-                             sock=sock or listen_for("--console", host, port))
-    console.runtime.watch(rec)
-    progress(console.banner())
-    return console
 
 
 def attach_mcap(path: str | None, run_dir: Path, rec):

@@ -15,8 +15,7 @@ from .. import __version__
 from ..record import Recorder
 from ..vlm_calls import vlm_totals, vlm_trouble
 from ..runner import EpisodeRunner
-from .attach import (attach_console, attach_interference, attach_mcap, attach_rollout, hold,
-                     interference_summary)
+from .attach import attach_interference, attach_mcap, attach_rollout, hold, interference_summary
 from .tasks import task_of
 
 # the roles the episode waits for; the Monitor and the Memory answer on their own threads, beside motion
@@ -73,12 +72,15 @@ def make_brain(setup, task, robot, record=None, gates=None):
     return NoisyBrain(base, profile_from_items(setup.noise), seed=task.noise_seed()), base
 
 
-def open_episode(setup, progress=None, robot=None, gates=None, console_sock=None) -> dict:
+def open_episode(setup, progress=None, robot=None, gates=None, console=None) -> dict:
     """Run the episode ``setup`` describes; returns its summary (also RUN_DIR/summary.json).
 
     ``robot``: an open robot of the same task to reuse (reset to the setup's init state and left
     open); otherwise one is built and closed here. ``gates``: the evaluation worker's per-endpoint
-    gates (brains/gate.py). ``console_sock``: the console's socket, bound before the robot was built."""
+    gates (brains/gate.py). ``console(robot, record, progress)``: opens the operator console the
+    setup's ``console`` describes (console/session.py ``open_console``, or the console host's own),
+    which runs the episode under the operator's eye (``runner``), is told when it ended (``detach``)
+    and closed (``close``)."""
     from ..profile import load_profile
     from ..registry import build_robot
 
@@ -94,12 +96,13 @@ def open_episode(setup, progress=None, robot=None, gates=None, console_sock=None
     else:
         task.reuse(robot)
     rec = Recorder(run_dir)         # after the robot: a bad suite/task/init leaves no empty record
-    base_brain = mcap = console = frames = None
+    opener, console = console, None
+    base_brain = mcap = frames = None
     try:
         if hasattr(task, "start"):      # the task's own first event (an xArm6 cell trial's trial_start)
             task.start(rec)
-        if setup.console is not None:
-            console = attach_console(setup.console, robot, rec, progress, setup.episode.images, console_sock)
+        if opener is not None:
+            console = opener(robot, rec, progress)
         mcap = attach_mcap(setup.mcap, run_dir, rec)
         instruction = task.instruction(robot)
         task_header = task.header(robot)
@@ -161,7 +164,7 @@ def open_episode(setup, progress=None, robot=None, gates=None, console_sock=None
         rec.write_json("summary.json", summary)
         if console is not None:
             console.detach(f"the episode ended: {result.outcome}")
-            if setup.console.hold:
+            if setup.console is not None and setup.console.hold:
                 progress(f"episode over; the console stays at {console.url} (Ctrl-C to quit)")
                 hold()
         return summary
