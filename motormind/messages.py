@@ -48,7 +48,10 @@ class EventKind(Word):
     REPORT = "report"
     VERDICT = "verdict"
     VLM_CALL = "vlm_call"            # one brain call (``roles/base.py``): what VLM totals count (vlm_calls.py)
-    VLM_RETRY = "vlm_retry"
+    VLM_RETRY = "vlm_retry"          # the openai brain's own retries (429, 5xx, timeouts)
+    VLM_QUIRK = "vlm_quirk"          # what the openai brain handled of a server's ways
+    SERVE_QUIRK = "serve_quirk"      # what serve-brain emulated (serve/quirks.py)
+    SERVE_FAULT = "serve_fault"
     REPAIR_REQUEST = "repair_request"
     ROLE_FAILED = "role_failed"
     MONITOR_CANCEL = "monitor_cancel"

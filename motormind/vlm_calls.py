@@ -46,18 +46,18 @@ def count_vlm(tot: dict, ev: dict) -> None:
             t["input_tokens"] += int(ev.get("input_tokens", 0) or 0)
             t["output_tokens"] += int(ev.get("output_tokens", 0) or 0)
             t["cost_usd"] += float(meta.get("cost_usd", 0.0) or 0.0)
-    elif k == "vlm_retry":          # the openai brain's own retries (429, 5xx, timeouts)
+    elif k == EventKind.VLM_RETRY:          # the openai brain's own retries (429, 5xx, timeouts)
         tot["retries"] += 1
-    elif k == "repair_request":
+    elif k == EventKind.REPAIR_REQUEST:
         tot["repairs"] += 1
-    elif k == "role_failed":
+    elif k == EventKind.ROLE_FAILED:
         tot["failed_safe"] += 1
-    elif k == "serve_fault":
+    elif k == EventKind.SERVE_FAULT:
         tot["server_faults"] += 1
-    elif k == "vlm_quirk":          # what the openai brain handled of a server's ways (brains/openai_brain.py)
+    elif k == EventKind.VLM_QUIRK:          # what the openai brain handled of a server's ways (brains/openai_brain.py)
         q = str(ev.get("quirk", "?"))
         tot["quirks"][q] = tot["quirks"].get(q, 0) + 1
-    elif k == "serve_quirk":        # what serve-brain emulated (serve/quirks.py)
+    elif k == EventKind.SERVE_QUIRK:        # what serve-brain emulated (serve/quirks.py)
         tot["server_quirks"] += 1
 
 

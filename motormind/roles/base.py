@@ -92,7 +92,7 @@ class Role:
                 _, repair_text = render("repair", {"error": error})
                 req.history = req.history + [{"role": "assistant", "content": reply.text},
                                              {"role": "user", "content": repair_text}]
-                self.record("repair_request", role=self.name, error=error)
-        self.record("role_failed", role=self.name, error=error)
+                self.record(EventKind.REPAIR_REQUEST, role=self.name, error=error)
+        self.record(EventKind.ROLE_FAILED, role=self.name, error=error)
         return RoleResult(None, reply.brain if reply else getattr(self.brain, "name", "?"),
                           bool(reply and reply.privileged), attempts, error)
