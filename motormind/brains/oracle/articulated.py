@@ -28,63 +28,13 @@ import numpy as np
 from ...geometry import axis_angle_to_mat, mat_to_rpy, rot_error
 from . import pickplace as pp
 from .motion import clear_along, path_commands, route, rotations
+from .tuning import (APPROACH_SKIP_M, BACKOFF_M, BAR_SPOTS, DOOR_GRIP_BELOW_TOP_M, DOOR_PUSH_AT, DRAG_CLEAR_M,
+                     DRAG_STEP_M, FINGER_OVER_M, FLAT_MAX_M, KNOB_OFF_PAST, KNOB_ON_MARGIN, KNOB_SLIP, LEG_COST_M,
+                     PULL_PRESS_M, PUSH_CLEAR_M, PUSH_CLEAR_SPOT_M, PUSH_COLUMN_M, PUSH_GRID_M, PUSH_INSET_M,
+                     PUSH_MARGIN_M, PUSH_OVER_M, PUSH_PAST_M, PUSH_REACH_M, PUSH_TOL_M, PUSH_WINDOW_M,
+                     RELEASE_FRACTION, RELEASE_NEAR_M, RELEASE_RISE_M, RIM_OVER_M, SETTLE, SHOVE_COST, STAY_MAX,
+                     STUCK_M, UNTILT_MIN, WELL_GAP_MAX_M, WELL_LAG_M, WELL_MIN_M, WELL_TOUCH_M)
 from .world import Articulation, Boxes, World, gripper_boxes, separation
-
-STANDOFF_M = 0.10          # the tool turns horizontal this far out from the handle
-PUSH_PAST_M = 0.008        # push a drawer this far past its closed position (into its stop)
-KNOB_ON_MARGIN = 0.25      # rad past LIBERO's "on" threshold (0.5)
-KNOB_OFF_PAST = 0.12       # rad past the knob's lower stop, to be sure it rests on it ("off" is q < 0)
-KNOB_SLIP = 1.25           # the wrist turns this much more than the knob (the fingers slip on the bar)
-FLAT_MAX_M = 0.03          # an object this thin and wider than the gap is pushed, not lifted
-PUSH_TOL_M = 0.012         # a push is done with the origin this close to the target
-PUSH_INSET_M = 0.012       # ... or this far inside the region's box
-FINGER_HALF = 0.012        # closed fingertips: half their thickness
-PUSH_COLUMN_M = (0.0, 0.04, 0.09, 0.14, 0.19)   # heights over a push's start the hand comes down through
-PUSH_CLEAR_M = 0.012       # a push whose hand comes closer than this to the scene is not tried first
-# a push's path (the object's origin): its footprint, a disc, clear of every box that stands on the table
-PUSH_MARGIN_M = 0.0        # ... by this much (the disc reaches the corners of a plate's rim boxes: 73 mm, the
-                           # rim's lip 66 mm)
-PUSH_CLEAR_SPOT_M = 0.015  # ... and ending this clear, where the region has room (more buys nothing)
-PUSH_GRID_M = 0.01         # ... corners tried on a grid this fine (every other point) ...
-PUSH_WINDOW_M = 0.15       # ... over the box around its start and its target grown by this
-LEG_COST_M = 0.15          # ... a corner costs as much as this much more path (the fingers lift out of the
-                           # well and go in afresh: 40-45 steps)
-SHOVE_COST = 5.0           # ... where no way is clear of the objects, a cell through one costs this much more
-HAND_REACH_M = 0.11        # ... dearer where things that stand up to the hand are this close (the hand is
-                           # 21 cm long)
-PUSH_REACH_M = 0.01        # ... and the hand no further than this beyond the arm's comfortable reach
-                           # (the profile's reach; on the Panda, measured low over the table the elbow straightens
-                           # 0.777-0.81 m from the shoulder, less straight ahead; dragging a plate the fingers
-                           # stalled at 0.79)
-# a drag from inside a well (a plate), measured on LIBERO's plate
-WELL_MIN_M = 0.008         # an object whose top stands this far over the floor under its middle has a well
-WELL_GAP_MAX_M = 0.047     # the fingers open at most this far ...
-WELL_TOUCH_M = 0.004       # ... and so that 1 mm over its floor they reach this deep into its sides (the
-                           # plate: 46 mm, 6 deg at most off flat dragged in any direction; at 30-36 mm the
-                           # fingers rode up its side dragging it toward the arm's base and tipped it 10-20 deg)
-FINGER_OVER_M = -0.002     # the fingertips this far over its floor (pressing on it: 1 mm higher, they rode up)
-PULL_PRESS_M = 0.006       # ... dragged toward the arm's base this much lower still (the arm pitches the
-                           # hand, the fingertips rose 5-8 mm; away from the base 1-2 mm)
-WELL_LAG_M = 0.012         # its origin trails the grip site by this much (measured 12-25 mm)
-PUSH_OVER_M = 0.004        # ... the last leg goes this much further (the give)
-RIM_OVER_M = 0.012         # the fingers come down into it from this far over its top, and settle there
-APPROACH_SKIP_M = 0.02       # a push's start this close: push from where the hand is (close(), a retry)
-SETTLE = {"op": "wait", "seconds": 0.1}         # (a move blended into the next passes 12 mm over its target)
-DRAG_STEP_M = 0.04         # dragged in moves this long at most (a long one curves: the servo saturates axis
-                           # by axis, and a drag 17-28 deg off the way tipped the plate more)
-DRAG_CLEAR_M = 0.006       # the wrist turns as little as keeps the hand this clear (a step per 3 deg)
-STUCK_M = 0.01             # a drag batch stopped with it moved less than this: the wrist turns a quarter
-STAY_MAX = math.radians(20.0)   # fingers down in it leading it within this of the way drag on from there
-BACKOFF_M = 0.03
-RELEASE_NEAR_M = 0.04      # an object this near the open fingers when a push begins was just let go of ...
-RELEASE_RISE_M = 0.06      # ... and the hand rises this much out of it first
-BAR_SPOTS = (0.0, 0.5, -0.5, 0.8, -0.8)   # where along the handle bar (fractions of its half length) a
-                                          # pointing-down push may press: the first with a free column
-DOOR_PUSH_AT = 0.8         # a door is pushed this far out along it from the hinge (a fraction of its length)
-DOOR_GRIP_BELOW_TOP_M = 0.017   # ... with the grip site this far below its top edge (the hand clears the
-                                # fixture's top beside the door; the fingers overlap the door 2.7 cm)
-UNTILT_MIN = math.radians(12.0)   # a smaller tilt (LIBERO starts some episodes 6 deg off) is left as it is
-RELEASE_FRACTION = 0.4     # the fingers let go of a handle bar (16 mm) by opening to about 31 mm
 
 
 # -- facts about fixtures ---------------------------------------------------------------------------
@@ -121,7 +71,7 @@ def flat(w: World, name: str) -> bool:
     pts = pp.corners(w, name)
     narrow = min(pp.extent_along(pts, y)[1] - pp.extent_along(pts, y)[0]
                  for y in (0.0, math.pi / 4, math.pi / 2, -math.pi / 4))
-    return float(b.size[2]) < FLAT_MAX_M and narrow > pp.STRADDLE_MAX_M
+    return float(b.size[2]) < FLAT_MAX_M and narrow > w.hand.model.straddle_max_m
 
 
 def describe(op: str, name: str) -> str:
@@ -228,7 +178,7 @@ def drawer(brain, w: World, pose: pp.Pose, name: str, opening: bool = True):
     pre = hc + d * 0.06
     on_bar = hc + d * 0.004
     cmds: list[dict] = []
-    if horizontal and np.linalg.norm(pose.grip - on_bar) < 0.015 and pp.HOLD_MIN_MM < pose.width_mm < 40.0:
+    if horizontal and np.linalg.norm(pose.grip - on_bar) < 0.015 and w.hand.model.hold_min_mm < pose.width_mm < 40.0:
         pull = abs(a.q - goal_q)                      # holding the bar: pull
         cmds += path_commands(pose.grip, [pose.grip + d * pull], prof)
         cmds += _release_and_back(pose.grip + d * pull, d, pose, prof)
@@ -384,7 +334,7 @@ def _close_pointing_down(w: World, pose: pp.Pose, a: Articulation, h: dict, d: n
         return None
     hc = np.asarray(h["c"], float)
     yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose, w.hand)     # the finger pair across the slide
-    reach = _half_along(h, d) + FINGER_HALF + 0.006
+    reach = _half_along(h, d) + w.hand.model.tip_half_m + 0.006
     z = float(hc[2]) + w.hand.model.fingertip_below_m + 0.004      # fingertips just under the bar's middle
     bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
     excl = (a.body,)                                   # the drawer the fingertips push
@@ -697,7 +647,7 @@ def _push_path(w: World, a: str, target, hand_z: float) -> list[np.ndarray]:
     """Waypoints (xy) for ``a``'s origin from where it is to ``target``: [start, corners..., target],
     at most two corners, along which its footprint (a disc) stays PUSH_MARGIN_M clear of every box
     that stands on the table, the least costly: its length, dearer where things that reach up to
-    the hand (``hand_z`` up) are within HAND_REACH_M or the arm reaches beyond its comfortable reach,
+    the hand (``hand_z`` up) are within ``hand_reach_m`` (tuning.py) or the arm reaches beyond its comfortable reach,
     and LEG_COST_M for each corner. Corners are tried on a grid (PUSH_GRID_M) over the box around
     start and target grown by PUSH_WINDOW_M. None clear of the objects on the table (a plate boxed
     in between a stove and a bowl, a cheese box in front of its target): the least costly clear of
@@ -727,7 +677,7 @@ def _plan_push(w: World, a: str, target, hand_z: float, shove: bool) -> list[np.
     d_all, d_tall = _dist(pts, obs), _dist(pts, every[tall])   # something: then it moves away at least half as fast
     off = np.linalg.norm(pts[:, None] - ends[None], axis=2)
     need = np.minimum(r + PUSH_MARGIN_M, (d_ends[None] + 0.5 * off).min(axis=1))
-    cell = 1.0 + 20.0 * np.clip(HAND_REACH_M - d_tall, 0.0, None) / HAND_REACH_M
+    cell = 1.0 + 20.0 * np.clip(w.hand.model.hand_reach_m - d_tall, 0.0, None) / w.hand.model.hand_reach_m
     if shove:
         cell += SHOVE_COST * (_dist(pts, every) < r + PUSH_MARGIN_M)
     cell[(d_all < need) & (off.min(axis=1) > PUSH_GRID_M)] = np.inf
@@ -780,7 +730,7 @@ def _push_outside(brain, w: World, pose: pp.Pose, a: str, target):
         back = float(body.pos[:2] @ u) - lo           # origin to the trailing edge
         yaw = heading + math.pi / 2                   # the hand's thin side along the push
         bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
-        contact = body.pos[:2] - u * (back + FINGER_HALF + 0.004)
+        contact = body.pos[:2] - u * (back + w.hand.model.tip_half_m + 0.004)
         z = float(body.lo[2]) + 0.004 + w.hand.model.fingertip_below_m
         start = np.array([*(contact - u * 0.02), z])
         col = min(w.clearance(bundle.shifted(start + [0, 0, dz])) for dz in PUSH_COLUMN_M)

@@ -41,26 +41,10 @@ from . import articulated as art
 from . import insert as ins
 from . import pickplace as pp
 from .motion import SHORT_LEG_M, clear_along, path_commands, rotations, route, safe_height
-from .tuning import hand_for
+from .tuning import (APPROACH_M, DROP_INSET_M, DROP_M, DROP_OVER_TOP_M, DROP_STOPPED_M, HOVER_M, MOVED_M,
+                     ORIGIN_TOL_M, RELEASE_M, TEST_LIFT_M, UNDER_COLUMN_M, UNDER_SLIDES_M, hand_for)
 from .world import Boxes, World, gripper_boxes
 
-APPROACH_M = 0.05          # pre-grasp height above the grasp point
-DROP_STOPPED_M = 0.07      # a lowering stopped by contact with the object over its spot and its bottom less
-                           # than this over the support lets go (a cheese box held wide, over a bowl whose
-                           # rim the fingers meet 4.5 cm up)
-TEST_LIFT_M = pp.TEST_LIFT_M
-HOLD_MIN_MM = pp.HOLD_MIN_MM
-RELEASE_M = pp.RELEASE_M
-DROP_M = 0.08              # a held object over an In goal's region box, its bottom this close over the box's
-                           # floor, is let go there: it falls in (a carry stopped by a basket's rim or handle)
-DROP_OVER_TOP_M = 0.015    # ... or its bottom no higher than this over the box's top (a tall container: a book
-                           # swung in the fingers meets the top of a caddy's slot, and drops in)
-DROP_INSET_M = 0.01        # ... with its origin this far inside the box's sides (at least half of them)
-MOVED_M = 0.02             # the Monitor's privileged check: an object the batch works on this far (xy) from
-                           # where it was when the batch was computed is a scene the batch was not made for
-UNDER_COLUMN_M = (0.02, 0.04)   # heights over the grip a carry's first rise must be clear at (higher up, the
-                                # route goes across under a shelf: a cabinet's top over a bowl in its top layer)
-UNDER_SLIDES_M = (0.02, 0.035, 0.05, 0.07)   # ... else slides tried first, in 8 directions
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
 
 
@@ -361,7 +345,7 @@ class OracleBrain(Brain):
         if self._over(w, a, target, 0.06) or droppable(w, a, pred):   # there already, or low over the box
             return [], True                                            # (a lowering stopped on contact)
         rel = body.pos - pose.grip
-        goal = pp.grip_at(target, rel, lift=pp.HOVER_M)
+        goal = pp.grip_at(target, rel, lift=HOVER_M)
         bundle = pp.bundle(w, a, pose)
         start = self._out_from_under(w, pose.grip, bundle, a)          # from under an overhang first
         lift = start + [0.0, 0.0, 0.02]                                # off the support
@@ -406,8 +390,8 @@ class OracleBrain(Brain):
                     (self._stopped_by_contact() and self._over(w, a, target, DROP_STOPPED_M)):  # low enough (the last lowering met
                 pass                                                        # the support, or the fingers met its
                                                                             # rim over it): let go
-            elif off > pp.ORIGIN_TOL_M:                # drifted: re-align above first
-                above = np.array([goal[0], goal[1], max(goal[2] + pp.HOVER_M, pose.grip[2])])
+            elif off > ORIGIN_TOL_M:                # drifted: re-align above first
+                above = np.array([goal[0], goal[1], max(goal[2] + HOVER_M, pose.grip[2])])
                 cmds += path_commands(pose.grip, route(w, pose.grip, above, pp.bundle(w, a, pose), (a,)), prof)
                 cmds += path_commands(above, [goal], prof)
             elif goal[2] < pose.grip[2]:
@@ -465,7 +449,7 @@ class OracleBrain(Brain):
         """``a``'s origin over its release spot, its bottom less than ``within`` over the support."""
         body = w.bodies[a]
         dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
-        return dxy < pp.ORIGIN_TOL_M and -0.01 < float(body.lo[2]) - target.support_z < within
+        return dxy < ORIGIN_TOL_M and -0.01 < float(body.lo[2]) - target.support_z < within
 
     def _x_release(self, w: World, pose: pp.Pose, a, b, pred):
         up = pose.grip + [0.0, 0.0, 0.04]
@@ -520,7 +504,7 @@ class OracleBrain(Brain):
             dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
             is_held = pp.held(w, a, pose, self.profile)
             drop = droppable(w, a, pred)
-            ok = is_held and (dxy < pp.ORIGIN_TOL_M + 0.005 or drop) and body.lo[2] > target.support_z
+            ok = is_held and (dxy < ORIGIN_TOL_M + 0.005 or drop) and body.lo[2] > target.support_z
             ev = f"{a} held={is_held}, its origin {dxy * 1000:.0f} mm from over the {b}'s target" + \
                 (f", low over the {b}'s box: let go, it falls in" if drop else "")
         elif kind in ("place", "push"):
@@ -586,10 +570,10 @@ class OracleBrain(Brain):
         last = ctx.get("last_command", {}).get("command", {})
         width = float(st.get("gripper_width_mm", 99.0))
         kind = self.spec_of(ctx.get("subgoal_id"))[0]
-        if last.get("op") == "gripper" and last.get("action") == "close" and width < HOLD_MIN_MM \
+        if last.get("op") == "gripper" and last.get("action") == "close" and width < self.hand.model.hold_min_mm \
                 and kind == "grasp":
             return {"cancel": True, "reason": f"grasp missed: the fingers closed to {width:.1f} mm"}
-        if kind == "carry" and width < HOLD_MIN_MM:
+        if kind == "carry" and width < self.hand.model.hold_min_mm:
             return {"cancel": True, "reason": f"object dropped: finger gap {width:.1f} mm while carrying"}
         moved = self._moved(ctx.get("subgoal_id"))
         if moved is not None:

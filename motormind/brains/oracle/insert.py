@@ -22,31 +22,13 @@ import numpy as np
 from . import pickplace as pp
 from .articulated import UNTILT_MIN, down_rot, reorient, turning_point, untilt
 from .motion import clear_along, path_commands, route
+from .tuning import (ALIGNED_DOT, BACK_OUT_M, BAR_MIN_HALF_M, CLEAR_IN_M, FLOOR_CLEAR_M, GRIP_IN_M, HANDLE_MARGIN_M,
+                     INSERT_PUSH_PAST_M, INSERT_STANDOFF_M, INSIDE_M, PROTRUDE_M, PUSH_GAP_M, PUSH_TILT_DEG,
+                     RING_TALL, ROOF_ROOM_M, ROUTE_CLEAR_M, SIDE_DEPTH_M, STAGE_CLEAR_M, TEST_LIFT_M, TILTS_DEG,
+                     TRAIL_MAX)
 from .world import Boxes, World, gripper_boxes, separation, wrap
 
 UP = np.array([0.0, 0.0, 1.0])
-ROOF_ROOM_M = 0.25         # a fixture's box this low over the floor under a region's middle is a roof over it
-SIDE_DEPTH_M = 0.12        # a side is open when nothing of the fixture stands this far out in front of it
-TRAIL_MAX = math.radians(20.0)  # the handle points at most this far off straight away from the opening
-TILTS_DEG = (35.0, 45.0, 25.0, 55.0)   # the tool tilted back from pointing down, toward the opening (first that fits)
-ALIGNED_DOT = 0.985        # the tool counts as turned as wanted (cos ~10 deg)
-PROTRUDE_M = 0.008         # a handle's boxes stand at least this far out beyond the object's wall ring
-RING_TALL = 0.8            # ... whose boxes are the tallest: at least this fraction of the tallest's height
-BAR_MIN_HALF_M = 0.012     # a handle's bar the fingers close on is at least this tall (half height)
-HANDLE_MARGIN_M = 0.012    # the fingers open this much wider than the handle's bar on each side
-GRIP_IN_M = 0.003          # the grip site this far past the bar's middle along the approach
-STANDOFF_M = 0.08          # the tool comes in along its axis from this far out ...
-ROUTE_CLEAR_M = 0.03       # ... and goes there this clear of the scene (measured: a way 1.3 cm over the mug's
-                           # rim caught it and tipped it)
-FLOOR_CLEAR_M = 0.008      # carried in with its bottom this far over the floor
-INSIDE_M = 0.01            # the object's back (its handle) this far inside the opening's face, if it fits
-CLEAR_IN_M = 0.006         # wanted clearance of the object and the hand from the fixture, in place
-STAGE_CLEAR_M = 0.012      # ... and in front of the opening, before sliding in
-BACK_OUT_M = 0.07          # let go, the hand backs out this far along the axis
-PUSH_TILT_DEG = 65.0       # the tool's tilt for pushing the object deeper by its handle (the hand stays out)
-PUSH_GAP_M = 0.01          # ... the fingertips start this far behind the handle
-PUSH_PAST_M = 0.015        # ... and push this much further than the model says (measured: the mug went 1.6 cm
-                           # less far than the fingertips' modelled travel), as far as the room in front allows
 
 
 @dataclass
@@ -256,7 +238,7 @@ def choose(w: World, a: str, op: Opening, pose: pp.Pose) -> tuple[HandleGrasp, n
 
 def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dict], bool]:
     """One batch toward gripping ``a``'s handle: turn the tool where it has room (the first batch),
-    come in along the tool's axis, close, lift pp.TEST_LIFT_M (the next)."""
+    come in along the tool's axis, close, lift TEST_LIFT_M (the next)."""
     prof = brain.profile
     if pp.held(w, a, pose, prof):
         return [], True
@@ -265,7 +247,7 @@ def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
         return [], True                                   # no handle, or it does not fit: the Verifier says no
     g, rot = found
     approach = rot[:, 2]
-    pre = g.point - approach * STANDOFF_M
+    pre = g.point - approach * INSERT_STANDOFF_M
     frac = round(g.gap_m * 1000.0 / prof.gripper_max_width_mm, 3)
     cmds: list[dict] = []
     if not aligned(pose, rot):
@@ -291,7 +273,7 @@ def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
     cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=(a,)), prof)
     cmds += path_commands(pre, [g.point], prof)
     cmds.append({"op": "gripper", "action": "close"})
-    cmds += path_commands(g.point, [g.point + [0.0, 0.0, pp.TEST_LIFT_M]], prof)   # (the Verifier sees it rise)
+    cmds += path_commands(g.point, [g.point + [0.0, 0.0, TEST_LIFT_M]], prof)   # (the Verifier sees it rise)
     return cmds, True
 
 
@@ -342,10 +324,10 @@ def place(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
     front = float(np.max(tips.c @ d + tips.half_along(d)))
     bar = b.obbs.c[k]
     room = 0.0                                            # how far it can go before meeting the back
-    while room < shift + PUSH_PAST_M and w.clearance(b.obbs.shifted(d * (room + 0.005)), exclude=(a,)) > 0.004:
+    while room < shift + INSERT_PUSH_PAST_M and w.clearance(b.obbs.shifted(d * (room + 0.005)), exclude=(a,)) > 0.004:
         room += 0.005
     start = bar - d * (ext[k] + front + PUSH_GAP_M)
-    end = start + d * (PUSH_GAP_M + min(shift + PUSH_PAST_M, room))
+    end = start + d * (PUSH_GAP_M + min(shift + INSERT_PUSH_PAST_M, room))
     turn = reorient(pp.Pose(back, pose.yaw, w.hand.open_width_mm, 1.0, pose.j7_deg, pose.rot), rot, prof)
     cmds += turn + [{"op": "gripper", "action": "close"}]
     cmds += path_commands(back, [start, end, end - d * BACK_OUT_M], prof)

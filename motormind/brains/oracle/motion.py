@@ -12,15 +12,8 @@ import math
 
 import numpy as np
 
+from .tuning import (CLEAR_M, MIN_MOVE_M, SAMPLE_M, SHORT_LEG_M, START_SKIP_M)
 from .world import Boxes, World
-
-SAMPLE_M = 0.01            # clearance samples along a leg
-CLEAR_M = 0.012            # wanted clearance of the bundle over what it passes
-MIN_MOVE_M = 0.0015        # a leg shorter than this is not worth a command
-START_SKIP_M = 0.015       # a leg may start in contact for this long
-SHORT_LEG_M = 0.012        # a leg this short with another after it is aimed past: the hand goes for the next
-                           # waypoint (what the Controller's 12 mm blend did with it before issue 33 limited a
-                           # blend to a fraction of its move: a 5 mm leg against contact was then blocked)
 
 
 def clear_along(world: World, p0, p1, bundle: Boxes, exclude, margin: float = 0.0, skip: float = 0.0) -> float:

@@ -20,50 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tuning import Hand
+from .tuning import (APPROACH_COLUMN_M, AVOID_M, CLEAR_ENOUGH_M, FEASIBLE_M, GRASP_DEPTH_M, GRASP_FLOOR_M,
+                     GRASP_TOUCH_M, HAND_COLUMN_M, HAND_MET_COST, HAND_OVER_RIM_M, Hand, KEEP_BONUS, LEVEL_MIN,
+                     OPEN_MARGIN_M, PART_MARGIN_M, PART_MAX_M, PART_MIN_HEIGHT_M, PART_MIN_LEN_M, PART_OFFSET_COST,
+                     PLACE_COLUMN_M, PLACE_GRID, PLACE_SPAN, PLACE_SPINS, RELEASE_M, RIM_DEPTHS_M, RIM_GAP_M,
+                     RIM_INSET_M, RIM_NEAR_M, RIM_SKEWS, ROOM_M)
 from .world import Boxes, World, gripper_boxes, rot_z, separation, wrap
-
-STRADDLE_MAX_M = 0.066     # widest object the open fingers straddle with room on both sides
-RIM_INSET_M = 0.006        # a rim grasp's point inside the wall's outer face
-RIM_NEAR_M = 0.02          # a tipped object's rim height at a pinch: its wall corners this near (xy) ...
-LEVEL_MIN = 0.995          # ... for one tipped more than this (cos of the tilt: 6 deg; a bowl resting on the
-                           # edge of another object, 26 deg)
-RIM_GAP_M = 0.040          # the fingers open this far for a rim pinch (a wall 5-10 mm thick)
-RIM_SKEWS = (0.0, math.radians(30.0), -math.radians(30.0))   # finger directions off the wall's normal
-OPEN_MARGIN_M = 0.016      # a straddle opens this much wider than the object on each side
-APPROACH_COLUMN_M = (0.025, 0.05, 0.09, 0.13)   # heights over a grasp the hand comes down through
-FEASIBLE_M = 0.003         # a grasp whose gripper comes closer than this to the scene collides
-GRASP_TOUCH_M = 0.003      # ... except at the grasp itself, where the fingertips may touch what it stands on
-CLEAR_ENOUGH_M = 0.02      # more clearance than this buys nothing
-HAND_OVER_RIM_M = 0.004    # the hand stays this much further above a rim it reaches over
-PART_MAX_M = 0.05          # a part this narrow across is a handle or a knob to straddle
-PART_MIN_LEN_M = 0.008     # ... at least this long
-PART_MIN_HEIGHT_M = 0.012  # ... and this tall
-PART_MARGIN_M = 0.012      # the fingers open this much wider than the part on each side
-PART_OFFSET_COST = 0.05    # score per metre of a part's offset from the object's middle
-RIM_DEPTHS_M = (0.020, 0.012, 0.028)   # ... and below the rim's top (the first preferred): the hand, over
-                           # the far side of the object, must stay clear of its rim; the deepest keeps the
-                           # hand under an overhang (an opened drawer over a bowl)
-GRASP_DEPTH_M = 0.03       # a straddle grasp this far below the object's top ...
-GRASP_FLOOR_M = 0.011      # ... but the grip site at least this far above its bottom
-RELEASE_M = 0.012          # release with the object's bottom this far above the support
-HOVER_M = 0.025            # the carry ends with the object's bottom this far above the release
-TEST_LIFT_M = 0.02         # a grasp batch ends lifting the object this much: the Verifier sees whether it holds
-HOLD_MIN_MM = 3.5          # a closed gripper narrower than this holds nothing (a rim pinched with both fingers
-                           # reads 3.9 while it carries a bowl; fingers closed on nothing, 3.0 or less)
-ORIGIN_TOL_M = 0.015       # a carry is done with the origin this close over its target
-PLACE_SPAN = 0.7           # a release spot within this fraction of a region's half sizes
-PLACE_GRID = (0.0, -0.5, 0.5, -1.0, 1.0)   # the spots tried along each axis (fractions of that span)
-PLACE_COLUMN_M = (0.0, 0.04, 0.09, 0.15)   # heights over a release the object comes down through
-HAND_COLUMN_M = (0.04, 0.09, 0.15, 0.22, 0.3)   # ... and the hand holding it, once a carry was stopped (at
-                           # the release itself its fingers may touch the support: a box held wide over a bowl)
-HAND_MET_COST = 5.0        # ... a spot where it meets something costs as much as this much more off-centre + turn
-AVOID_M = 0.02             # release spots this close to one where a carry was stopped are tried last
-ROOM_M = 0.005             # a release spot leaves the objects still to come to its region this much more clear
-                           # than its own clearance asks (their release is less exact than the model)
-KEEP_BONUS = 0.008         # ... and the spot the last carry went for is kept unless another scores this much more
-PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
-RIM_MAX_MM = 26.0          # a rim pinch closes narrower than this (wider: something else is caught)
 
 
 @dataclass
@@ -135,7 +97,7 @@ def extent_along(pts: np.ndarray, yaw: float) -> tuple[float, float]:
 
 def held(world: World, a: str, pose: Pose, profile) -> bool:
     """``a`` pinched between the fingers: both touch it (privileged contacts), at a gap that holds."""
-    return world.pinched(a) and HOLD_MIN_MM < pose.width_mm < profile.gripper_max_width_mm - 4.0
+    return world.pinched(a) and world.hand.model.hold_min_mm < pose.width_mm < profile.gripper_max_width_mm - 4.0
 
 
 def _yaws(pts: np.ndarray, body, n: int = 12) -> list[float]:
@@ -155,7 +117,7 @@ def candidates(world: World, a: str) -> list[Grasp]:
     for yaw in _yaws(pts, b):
         lo, hi = extent_along(pts, yaw)
         w = hi - lo
-        if w <= STRADDLE_MAX_M:
+        if w <= world.hand.model.straddle_max_m:
             u = np.array([math.cos(yaw), math.sin(yaw)])
             v = np.array([-u[1], u[0]])
             vlo, vhi = extent_along(pts, yaw + math.pi / 2)
@@ -453,9 +415,10 @@ def expected_width_mm(world: World, a: str, pose: Pose) -> tuple[float, float]:
     pts = corners(world, a)
     lo, hi = extent_along(pts, pose.yaw)
     w = (hi - lo) * 1000.0
-    if w <= STRADDLE_MAX_M * 1000.0 + 4.0:           # narrower is fine (a bottle's neck, a box turned
-        return HOLD_MIN_MM, w + 6.0                   # square in the fingers); wider: more is caught
-    return HOLD_MIN_MM, RIM_MAX_MM
+    m = world.hand.model
+    if w <= m.straddle_max_m * 1000.0 + 4.0:         # narrower is fine (a bottle's neck, a box turned
+        return m.hold_min_mm, w + 6.0                 # square in the fingers); wider: more is caught
+    return m.hold_min_mm, m.rim_max_mm
 
 
 def _outside(profile, p_m) -> bool:
