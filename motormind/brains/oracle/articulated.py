@@ -28,12 +28,22 @@ import numpy as np
 from ...geometry import axis_angle_to_mat, mat_to_rpy, rot_error
 from . import pickplace as pp
 from .motion import clear_along, path_commands, route, rotations
-from .tuning import (APPROACH_SKIP_M, BACKOFF_M, BAR_SPOTS, DOOR_GRIP_BELOW_TOP_M, DOOR_PUSH_AT, DRAG_CLEAR_M,
-                     DRAG_STEP_M, FINGER_OVER_M, FLAT_MAX_M, KNOB_OFF_PAST, KNOB_ON_MARGIN, KNOB_SLIP, LEG_COST_M,
-                     PULL_PRESS_M, PUSH_CLEAR_M, PUSH_CLEAR_SPOT_M, PUSH_COLUMN_M, PUSH_GRID_M, PUSH_INSET_M,
-                     PUSH_MARGIN_M, PUSH_OVER_M, PUSH_PAST_M, PUSH_REACH_M, PUSH_TOL_M, PUSH_WINDOW_M,
-                     RELEASE_FRACTION, RELEASE_NEAR_M, RELEASE_RISE_M, RIM_OVER_M, SETTLE, SHOVE_COST, STAY_MAX,
-                     STUCK_M, UNTILT_MIN, WELL_GAP_MAX_M, WELL_LAG_M, WELL_MIN_M, WELL_TOUCH_M)
+from .tuning import (APPROACH_SKIP_M, BACKOFF_M, BACK_OFF_TILT_DEG, BAR_FACE_M, BAR_HELD_MAX_MM, BAR_OPEN_MIN,
+                     BAR_PUSH_START_M, BAR_SPOTS, BEYOND_REACH_COST, CLOSED_FRACTION, CLOSED_GAP_M,
+                     DOOR_GRIP_BELOW_TOP_M, DOOR_PAST, DOOR_PUSH_AT, DOOR_RISE_M, DOOR_START_M, DOOR_STEP_DEG,
+                     DOOR_TIP_OFF_M, DOWN_PUSH_CLEAR_M, DOWN_PUSH_COLUMN_M, DOWN_PUSH_OFF_M, DOWN_PUSH_RISE_M,
+                     DOWN_PUSH_UNDER_M, DRAG_CLEAR_M, DRAG_STEP_M, DRAG_TURN_COST, END_TOUCH_M, FINGER_OVER_M,
+                     FLAT_MAX_M, HAND_NEAR_COST, HORIZONTAL_DOT, KNOB_DEPTH_M, KNOB_LIFT_M, KNOB_NEAR_M,
+                     KNOB_NEAR_Z_M, KNOB_OFF_PAST, KNOB_ON_MARGIN, KNOB_OPEN_MIN, KNOB_SLIP, LEG_COST_M, LEG_SAMPLES,
+                     ONE_AXIS_DOT, ON_BAR_M, ON_BAR_NEAR_M, PRE_BAR_M, PULL_PRESS_M, PULL_TO, PUSH_ABOVE_M,
+                     PUSH_BEHIND_M, PUSH_CLEAR_ENOUGH_M, PUSH_CLEAR_M, PUSH_CLEAR_SPOT_M, PUSH_COLUMN_M, PUSH_GRID_M,
+                     PUSH_INSET_M, PUSH_LOW_M, PUSH_MARGIN_M, PUSH_OVER_M, PUSH_PAST_M, PUSH_REACH_M, PUSH_RISE_M,
+                     PUSH_RUN_UP_M, PUSH_SLANTS_DEG, PUSH_SLANT_COST, PUSH_SPOT_FAR_COST, PUSH_TIGHT_COST,
+                     PUSH_TOL_M, PUSH_WINDOW_M, RELEASE_FRACTION, RELEASE_NEAR_M, RELEASE_RISE_M, REORIENT_MIN_DEG,
+                     RIM_OVER_M, SETTLE, SHOVE_COST, STANDS_M, STAY_MAX, STUCK_M, TALL_UNDER_M, TURN_CHECK_DEG,
+                     TURN_CLEAR_M, TURN_RISE_M, TURN_TOP_M, UNTILT_MIN, WELL_ABOVE_M, WELL_GAP_MAX_M, WELL_GAP_MIN_M,
+                     WELL_GAP_STEP_M, WELL_GAP_TOL, WELL_LAG_M, WELL_MIN_M, WELL_PROBE_STEP_M, WELL_ROUTE_CLEAR_M,
+                     WELL_TIPS_OVER_M, WELL_TOUCH_M)
 from .world import Articulation, Boxes, World, gripper_boxes, separation
 
 
@@ -107,12 +117,12 @@ def reorient(pose: pp.Pose, r_goal: np.ndarray, profile) -> list[dict]:
         return []
     rv = rot_error(r_goal, pose.rot)                 # base-frame axis-angle taking now -> goal
     ang = float(np.linalg.norm(rv))
-    if ang < math.radians(3.0):
+    if ang < math.radians(REORIENT_MIN_DEG):
         return []
     axis = rv / ang
     names = [n for n in ("roll", "pitch", "yaw") if n in profile.rotation_axes]
     best = max(names, key=lambda n: abs(float(np.dot(axis, profile.rotation_axes[n]))))
-    if abs(float(np.dot(axis, profile.rotation_axes[best]))) > 0.995:
+    if abs(float(np.dot(axis, profile.rotation_axes[best]))) > ONE_AXIS_DOT:
         sign = math.copysign(1.0, float(np.dot(axis, profile.rotation_axes[best])))
         return rotations(best, sign * ang, profile)
     # a compound turn, exactly: M = Rz(yaw) Ry(pitch) Rx(roll), so roll first, then pitch, then yaw
@@ -137,7 +147,7 @@ def untilt(pose: pp.Pose, profile) -> tuple[list[dict], pp.Pose]:
     yaw = math.atan2(x[1], x[0])
     grip = pose.grip
     cmds: list[dict] = []
-    if pose.tilt > math.radians(30.0):
+    if pose.tilt > math.radians(BACK_OFF_TILT_DEG):
         grip = pose.grip - pose.approach * BACKOFF_M
         cmds += path_commands(pose.grip, [grip], profile)
     cmds += reorient(pose, r_goal, profile)
@@ -174,11 +184,12 @@ def drawer(brain, w: World, pose: pp.Pose, name: str, opening: bool = True):
     hc = np.asarray(h["c"], float)
     goal_q = _pull_target(a)
     r_h = horizontal_rot(d, sep_vertical=True)
-    horizontal = pose.rot is not None and float(np.dot(pose.approach, -d)) > 0.97
-    pre = hc + d * 0.06
-    on_bar = hc + d * 0.004
+    horizontal = pose.rot is not None and float(np.dot(pose.approach, -d)) > HORIZONTAL_DOT
+    pre = hc + d * PRE_BAR_M
+    on_bar = hc + d * ON_BAR_M
     cmds: list[dict] = []
-    if horizontal and np.linalg.norm(pose.grip - on_bar) < 0.015 and w.hand.model.hold_min_mm < pose.width_mm < 40.0:
+    if horizontal and np.linalg.norm(pose.grip - on_bar) < ON_BAR_NEAR_M and \
+            w.hand.model.hold_min_mm < pose.width_mm < BAR_HELD_MAX_MM:
         pull = abs(a.q - goal_q)                      # holding the bar: pull
         cmds += path_commands(pose.grip, [pose.grip + d * pull], prof)
         cmds += _release_and_back(pose.grip + d * pull, d, pose, prof)
@@ -197,7 +208,7 @@ def drawer(brain, w: World, pose: pp.Pose, name: str, opening: bool = True):
         cmds += reorient(fake, r_h, prof)
         start = turn_at
     else:
-        if pose.fraction < 0.9:
+        if pose.fraction < BAR_OPEN_MIN:
             cmds.append({"op": "gripper", "action": "open"})
         start = pose.grip
     # level with the bar, onto it, close; then pull, let go, back off (in the next batch if need be)
@@ -213,20 +224,20 @@ def drawer(brain, w: World, pose: pp.Pose, name: str, opening: bool = True):
     return cmds, True
 
 
-def turning_point(w: World, p: np.ndarray, r_from: np.ndarray, r_to: np.ndarray, rise: float = 0.02,
-                  top: float = 0.45) -> np.ndarray:
+def turning_point(w: World, p: np.ndarray, r_from: np.ndarray, r_to: np.ndarray, rise: float = TURN_RISE_M,
+                  top: float = TURN_TOP_M) -> np.ndarray:
     """The lowest point above ``p`` where the gripper turns from ``r_from`` to ``r_to`` (about the
     grip site, as the Controller turns it) clear of the scene, checked every 15 deg."""
     rv = rot_error(r_to, r_from)
     ang = float(np.linalg.norm(rv))
     axis = rv / ang if ang > 1e-9 else np.array([0.0, 0.0, 1.0])
-    steps = max(2, int(math.ceil(math.degrees(ang) / 15.0)))
+    steps = max(2, int(math.ceil(math.degrees(ang) / TURN_CHECK_DEG)))
     q = p.copy()
     while q[2] < top:
         ok = True
         for k in range(steps + 1):
             r = axis_angle_to_mat(axis, ang * k / steps) @ r_from
-            if w.clearance(gripper_boxes(w.hand, q, 0.0, w.hand.max_gap_m, rot=r)) < 0.008:
+            if w.clearance(gripper_boxes(w.hand, q, 0.0, w.hand.max_gap_m, rot=r)) < TURN_CLEAR_M:
                 ok = False
                 break
         if ok:
@@ -245,7 +256,7 @@ def _pull_target(a: Articulation) -> float:
     lim = a.range[0] if opening_decreases(a) else a.range[1]
     thr = max(o) if opening_decreases(a) else min(o)
     # between LIBERO's threshold and the joint's stop, nearer the stop
-    return thr + (lim - thr) * 0.7
+    return thr + (lim - thr) * PULL_TO
 
 
 def _release_and_back(at: np.ndarray, d: np.ndarray, pose: pp.Pose, prof) -> list[dict]:
@@ -269,12 +280,12 @@ def close(brain, w: World, pose: pp.Pose, name: str):
     d = open_dir(a)
     h = handle(a, d)
     hc = np.asarray(h["c"], float)
-    face = hc + d * (_half_along(h, d) + 0.012)      # fingertips against the bar's outer face
+    face = hc + d * (_half_along(h, d) + BAR_FACE_M)  # fingertips against the bar's outer face
     stop_q = a.range[1] if opening_decreases(a) else a.range[0]
     travel = abs(stop_q - a.q) + PUSH_PAST_M
-    horizontal = pose.rot is not None and float(np.dot(pose.approach, -d)) > 0.97
+    horizontal = pose.rot is not None and float(np.dot(pose.approach, -d)) > HORIZONTAL_DOT
     cmds: list[dict] = []
-    start = face + d * 0.03
+    start = face + d * BAR_PUSH_START_M
     if not horizontal:
         down = _close_pointing_down(w, pose, a, h, d, travel, prof)
         if down is not None:                          # the fingers come down in front of the drawer: no turn
@@ -285,17 +296,17 @@ def close(brain, w: World, pose: pp.Pose, name: str):
         yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose, w.hand)   # fingers side by side, across d
         r_h = horizontal_rot(d, sep_vertical=False, near_yaw=yaw)
         cmds += rotations("yaw", yaw - pose.yaw, prof)
-        if pose.fraction > 0.1:
+        if pose.fraction > CLOSED_FRACTION:
             cmds.append({"op": "gripper", "action": "close"})
         turn_at = turning_point(w, start, down_rot(yaw), r_h)
-        bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
+        bundle = gripper_boxes(w.hand, np.zeros(3), yaw, CLOSED_GAP_M)
         cmds += path_commands(pose.grip, route(w, pose.grip, turn_at, bundle, exclude=()), prof)
         fake = pp.Pose(turn_at, yaw, pose.width_mm, 0.0, pose.j7_deg, down_rot(yaw))
         cmds += reorient(fake, r_h, prof)
         p = turn_at
     else:
         p = pose.grip
-        if pose.fraction > 0.1:                       # open around the bar (after a pull): clear it, close,
+        if pose.fraction > CLOSED_FRACTION:                       # open around the bar (after a pull): clear it, close,
             cmds += path_commands(p, [start], prof)   # so the fingertips do not meet the cabinet first
             cmds.append({"op": "gripper", "action": "close"})
             p = start
@@ -315,7 +326,7 @@ def out_of_release(w: World, pose: pp.Pose, prof) -> list[dict]:
     """The fingers open around or just over an object let go of (a place ends opening the gripper):
     a rise of RELEASE_RISE_M out of it before the fingers close or the wrist turns, else nothing
     (measured: a bowl dropped into a drawer, closed on and carried off by the push to shut it)."""
-    if pose.fraction < 0.1 or pose.tilt > UNTILT_MIN:
+    if pose.fraction < CLOSED_FRACTION or pose.tilt > UNTILT_MIN:
         return []
     fingers = gripper_boxes(w.hand, pose.grip, pose.yaw, pose.width_mm / 1000.0, hand=False)
     if not any(b.kind == "object" and len(b.obbs) and separation(fingers, b.obbs) < RELEASE_NEAR_M
@@ -334,15 +345,15 @@ def _close_pointing_down(w: World, pose: pp.Pose, a: Articulation, h: dict, d: n
         return None
     hc = np.asarray(h["c"], float)
     yaw = pp.orient(math.atan2(d[1], d[0]) + math.pi / 2, pose, w.hand)     # the finger pair across the slide
-    reach = _half_along(h, d) + w.hand.model.tip_half_m + 0.006
-    z = float(hc[2]) + w.hand.model.fingertip_below_m + 0.004      # fingertips just under the bar's middle
-    bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
+    reach = _half_along(h, d) + w.hand.model.tip_half_m + DOWN_PUSH_OFF_M
+    z = float(hc[2]) + w.hand.model.fingertip_below_m + DOWN_PUSH_UNDER_M   # fingertips just under the bar's middle
+    bundle = gripper_boxes(w.hand, np.zeros(3), yaw, CLOSED_GAP_M)
     excl = (a.body,)                                   # the drawer the fingertips push
 
     def column_clear(at) -> bool:
-        column = [at + [0, 0, dz] for dz in (0.0, 0.04, 0.09, 0.15)]
-        return min(w.clearance(bundle.shifted(q), exclude=excl) for q in column) >= 0.004 and \
-            min(w.clearance(bundle.shifted(q), exclude=()) for q in column[1:]) >= 0.004   # (the drawer
+        column = [at + [0, 0, dz] for dz in DOWN_PUSH_COLUMN_M]
+        return min(w.clearance(bundle.shifted(q), exclude=excl) for q in column) >= DOWN_PUSH_CLEAR_M and \
+            min(w.clearance(bundle.shifted(q), exclude=()) for q in column[1:]) >= DOWN_PUSH_CLEAR_M   # (the drawer
                                                                                          # itself from above)
     across = np.array([-d[1], d[0], 0.0])
     span = _half_along(h, across)
@@ -352,11 +363,11 @@ def _close_pointing_down(w: World, pose: pp.Pose, a: Articulation, h: dict, d: n
         return None
     end = at - d * travel
     cmds: list[dict] = rotations("yaw", yaw - pose.yaw, prof)
-    if pose.fraction > 0.1:
+    if pose.fraction > CLOSED_FRACTION:
         cmds.append({"op": "gripper", "action": "close"})
-    above = at + [0, 0, 0.15]
+    above = at + [0, 0, DOWN_PUSH_COLUMN_M[-1]]
     cmds += path_commands(pose.grip, route(w, pose.grip, above, bundle, exclude=excl), prof)
-    cmds += path_commands(above, [at, end, end + d * BACKOFF_M, end + d * BACKOFF_M + [0, 0, 0.08]], prof)
+    cmds += path_commands(above, [at, end, end + d * BACKOFF_M, end + d * BACKOFF_M + [0, 0, DOWN_PUSH_RISE_M]], prof)
     if len(cmds) + 1 > prof.limits.max_batch:         # the way there now, the push next batch
         return (cmds[:len(cmds) - 4] if len(cmds) > 4 else cmds), False
     return cmds, True
@@ -389,11 +400,11 @@ def door(brain, w: World, pose: pp.Pose, a: Articulation):
     r_push = length * DOOR_PUSH_AT
     top = float(pc[2] + _half_along(panel, np.array([0.0, 0.0, 1.0])))
     z = top - DOOR_GRIP_BELOW_TOP_M
-    remaining = abs(closed_q - a.q) + 0.05
+    remaining = abs(closed_q - a.q) + DOOR_PAST
     cmds: list[dict] = []
     un, pose = untilt(pose, prof)
     cmds += un
-    if pose.fraction > 0.1:
+    if pose.fraction > CLOSED_FRACTION:
         cmds.append({"op": "gripper", "action": "close"})
     yaw = math.atan2(v[1], v[0]) + math.pi / 2       # the hand's thin side along the push
     cmds += rotations("yaw", pp.orient(yaw, pose, w.hand) - pose.yaw, prof)
@@ -401,19 +412,19 @@ def door(brain, w: World, pose: pp.Pose, a: Articulation):
     def point(theta: float) -> np.ndarray:
         rr = axis_angle_to_mat(z_axis, sense * theta)
         ee, vv = rr @ e, rr @ v
-        p = a.anchor + ee * r_push + vv * (face - 0.014)
+        p = a.anchor + ee * r_push + vv * (face - DOOR_TIP_OFF_M)
         return np.array([p[0], p[1], z])
 
-    start = point(0.0) - v * 0.03
-    bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
+    start = point(0.0) - v * DOOR_START_M
+    bundle = gripper_boxes(w.hand, np.zeros(3), yaw, CLOSED_GAP_M)
     cmds += path_commands(pose.grip, route(w, pose.grip, start, bundle, exclude=()), prof)
     last, push = start, []
-    n = max(2, int(math.ceil(remaining / math.radians(25.0))))
+    n = max(2, int(math.ceil(remaining / math.radians(DOOR_STEP_DEG))))
     for k in range(1, n + 1):
         q = point(remaining * k / n)
         push += path_commands(last, [q], prof)
         last = q
-    push += path_commands(last, [last + np.array([0.0, 0.0, 0.06])], prof)
+    push += path_commands(last, [last + np.array([0.0, 0.0, DOOR_RISE_M])], prof)
     if len(cmds) + len(push) + 1 > prof.limits.max_batch and cmds:   # the way there now, the push next batch
         return cmds[:prof.limits.max_batch], False
     return (cmds + push)[:prof.limits.max_batch - 1], True
@@ -434,16 +445,16 @@ def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
     long_axis = r[:, int(np.argmax(half[:2]))]
     bar_yaw = math.atan2(long_axis[1], long_axis[0])
     top = float(np.asarray(bar["c"], float)[2] + half[2])
-    grasp = np.array([a.anchor[0], a.anchor[1], top - 0.013])
-    lift = grasp + np.array([0.0, 0.0, 0.05])
+    grasp = np.array([a.anchor[0], a.anchor[1], top - KNOB_DEPTH_M])
+    lift = grasp + np.array([0.0, 0.0, KNOB_LIFT_M])
     sense = 1.0 if a.axis[2] > 0 else -1.0
     goal_q = (min(a.ranges["turnon"]) + KNOB_ON_MARGIN) if on else (a.range[0] - KNOB_OFF_PAST)
     twist = sense * (goal_q - a.q) * KNOB_SLIP
-    near = float(np.linalg.norm((pose.grip - grasp)[:2])) < 0.015 and abs(pose.grip[2] - grasp[2]) < 0.02
+    near = float(np.linalg.norm((pose.grip - grasp)[:2])) < KNOB_NEAR_M and abs(pose.grip[2] - grasp[2]) < KNOB_NEAR_Z_M
     done_now = bool(w.predicate("turnon" if on else "turnoff", a.fixture))
     cmds: list[dict] = []
     if done_now:                                      # turned: let go and lift
-        if near and pose.fraction < 0.8:
+        if near and pose.fraction < KNOB_OPEN_MIN:
             cmds += [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [lift], prof)
         return cmds, True
     if near and w.pinched(a.fixture):                  # holding the knob: twist on
@@ -457,7 +468,7 @@ def knob(brain, w: World, pose: pp.Pose, name: str, on: bool):
     yaw = _orient_for_twist(bar_yaw + math.pi / 2, pose, twist,       # fingers across the bar
                             w.hand.model.wrist_limit_deg)
     cmds += rotations("yaw", yaw - pose.yaw, prof)
-    pre = grasp + np.array([0.0, 0.0, 0.05])
+    pre = grasp + np.array([0.0, 0.0, KNOB_LIFT_M])
     bundle = gripper_boxes(w.hand, np.zeros(3), yaw, w.hand.max_gap_m)
     cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=()), prof)
     cmds += path_commands(pre, [grasp], prof)
@@ -510,7 +521,8 @@ def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
     over_z = float(body.hi[2]) + RIM_OVER_M + w.hand.model.fingertip_below_m   # fingertips just over its top
     in_well = float(np.linalg.norm(pose.grip[:2] - body.pos[:2])) < _radius(w, a) and pose.grip[2] < over_z
     if float(np.linalg.norm(target - body.pos[:2])) < PUSH_TOL_M or _inside(w, a, region, PUSH_INSET_M):
-        return (path_commands(pose.grip, [np.array([*pose.grip[:2], over_z + 0.03])], prof) if in_well else []), True
+        return (path_commands(pose.grip, [np.array([*pose.grip[:2], over_z + WELL_ABOVE_M])], prof) if in_well
+                else []), True
     if well is None:
         return _push_outside(brain, w, pose, a, target)
     grip_z, gap = well
@@ -541,16 +553,16 @@ def push(brain, w: World, pose: pp.Pose, a: str, region: str, pred):
     if in_well:                                       # (out of it first)
         here = np.array([*here[:2], over_z])
         cmds += path_commands(pose.grip, [here], prof)
-    if abs(pose.fraction - gap / w.hand.max_gap_m) > 0.2:    # (its sides squeeze the fingers in a little)
+    if abs(pose.fraction - gap / w.hand.max_gap_m) > WELL_GAP_TOL:    # (its sides squeeze the fingers in a little)
         cmds.append({"op": "gripper", "width": round(gap / w.hand.max_gap_m, 3)})
     start = np.array([*path[0], grip_z])              # (opened across its floor, they go down nowhere else)
     yaw = _drag_yaw(w, a, pose, [start, end], gap, math.atan2(u[1], u[0]))
     if stuck:                                         # a drag that did not move it (the arm stopped): the
         yaw = pp.orient(yaw + math.pi / 2, pose, w.hand)      # wrist turned a quarter
     cmds += rotations("yaw", yaw - pose.yaw, prof)
-    above = np.array([*start[:2], over_z + (0.0 if in_well else 0.03)])
+    above = np.array([*start[:2], over_z + (0.0 if in_well else WELL_ABOVE_M)])
     cmds += path_commands(here, route(w, here, above, gripper_boxes(w.hand, np.zeros(3), yaw, gap), exclude=(),
-                                      clear=0.008), prof)
+                                      clear=WELL_ROUTE_CLEAR_M), prof)
     cmds += path_commands(above, [start], prof) + [SETTLE]   # the drag next batch (a way down stopped
     return cmds[:prof.limits.max_batch], False        # short on its sides would cancel it)
 
@@ -572,7 +584,7 @@ def _drag_yaw(w: World, a: str, pose: pp.Pose, drag, gap: float, heading: float)
         bundle = gripper_boxes(w.hand, np.zeros(3), y, gap)
         col = min([clear_along(w, p, q, bundle, exclude=(a,)) for p, q in zip(drag, drag[1:])] +
                   [w.clearance(bundle.shifted(drag[0] + [0, 0, dz]), exclude=(a,)) for dz in PUSH_COLUMN_M])
-        score = min(col, DRAG_CLEAR_M) - abs(y - pose.yaw) * 0.001
+        score = min(col, DRAG_CLEAR_M) - abs(y - pose.yaw) * DRAG_TURN_COST
         if best is None or score > best[0]:
             best = (score, y)
     return best[1]
@@ -584,7 +596,7 @@ def _well_grip(w: World, a: str) -> tuple[float, float] | None:
     WELL_GAP_MAX_M, at which the fingers reach at most WELL_TOUCH_M into its sides. None: no well."""
     b = w.bodies[a]
     floor = None                                      # probed down its own axis (it may lie a little tilted)
-    for t in np.arange(float(b.local_lo[2]), float(b.local_hi[2]), 0.0005):
+    for t in np.arange(float(b.local_lo[2]), float(b.local_hi[2]), WELL_PROBE_STEP_M):
         p = b.pos + b.rot[:, 2] * t
         local = np.einsum("nji,nj->ni", b.obbs.R, p - b.obbs.c)
         if np.any(np.all(np.abs(local) <= b.obbs.h + 1e-4, axis=1)):
@@ -594,10 +606,10 @@ def _well_grip(w: World, a: str) -> tuple[float, float] | None:
     own = Boxes((b.obbs.c - b.pos) @ b.rot, b.obbs.h, np.einsum("ji,njk->nik", b.rot, b.obbs.R))   # upright
 
     def fits(gap):                                    # (tested 1 mm over the floor, in its own frame)
-        tips_z = floor + 0.001 + w.hand.model.fingertip_below_m
+        tips_z = floor + WELL_TIPS_OVER_M + w.hand.model.fingertip_below_m
         return separation(gripper_boxes(w.hand, np.array([0.0, 0.0, tips_z]), 0.0, gap,
                                         hand=False), own) > -WELL_TOUCH_M
-    gaps = [g for g in np.arange(0.01, WELL_GAP_MAX_M + 1e-6, 0.002) if fits(g)]
+    gaps = [g for g in np.arange(WELL_GAP_MIN_M, WELL_GAP_MAX_M + 1e-6, WELL_GAP_STEP_M) if fits(g)]
     if not gaps:
         return None
     return float(b.pos[2]) + floor + w.hand.model.fingertip_below_m + FINGER_OVER_M, float(gaps[-1])
@@ -622,7 +634,7 @@ def _table_boxes(w: World, a: str, objects: bool = True) -> np.ndarray:
     ``objects``, only the fixtures')."""
     skip = (a,) if objects else tuple(n for n, b in w.bodies.items() if b.kind == "object" or n == a)
     obs = w.obstacles(exclude=skip)
-    return obs[obs[:, 1, 2] > float(w.bodies[a].lo[2]) + 0.003]
+    return obs[obs[:, 1, 2] > float(w.bodies[a].lo[2]) + STANDS_M]
 
 
 def _dist(p, boxes) -> np.ndarray:
@@ -640,7 +652,7 @@ def _push_target(w: World, a: str, region: str) -> np.ndarray:
     f = np.linspace(-1.0, 1.0, 9)
     spots = centre + np.stack(np.meshgrid(f, f), axis=-1).reshape(-1, 2) * half
     clear = np.minimum(_dist(spots, _table_boxes(w, a)) - _radius(w, a), PUSH_CLEAR_SPOT_M)
-    return spots[int(np.argmax(clear - 0.02 * np.linalg.norm(spots - w.bodies[a].pos[:2], axis=1)))]
+    return spots[int(np.argmax(clear - PUSH_SPOT_FAR_COST * np.linalg.norm(spots - w.bodies[a].pos[:2], axis=1)))]
 
 
 def _push_path(w: World, a: str, target, hand_z: float) -> list[np.ndarray]:
@@ -666,22 +678,22 @@ def _plan_push(w: World, a: str, target, hand_z: float, shove: bool) -> list[np.
     r = _radius(w, a)
     every = _table_boxes(w, a)
     obs = _table_boxes(w, a, objects=False) if shove else every
-    tall = every[:, 1, 2] > hand_z - 0.01
+    tall = every[:, 1, 2] > hand_z - TALL_UNDER_M
     p0, p1 = b.pos[:2].copy(), np.asarray(target, float)[:2]
     lo = np.minimum(p0, p1) - PUSH_WINDOW_M
     n = np.ceil((np.maximum(p0, p1) + PUSH_WINDOW_M - lo) / PUSH_GRID_M).astype(int) + 1
     gx, gy = np.meshgrid(np.arange(n[0]), np.arange(n[1]), indexing="ij")
     pts = lo + np.stack([gx, gy], axis=-1).reshape(-1, 2) * PUSH_GRID_M
     ends = np.array([p0, p1])
-    d_ends = _dist(ends, obs) - 0.003                  # it may start (end) closer than the margin to
+    d_ends = _dist(ends, obs) - END_TOUCH_M                  # it may start (end) closer than the margin to
     d_all, d_tall = _dist(pts, obs), _dist(pts, every[tall])   # something: then it moves away at least half as fast
     off = np.linalg.norm(pts[:, None] - ends[None], axis=2)
     need = np.minimum(r + PUSH_MARGIN_M, (d_ends[None] + 0.5 * off).min(axis=1))
-    cell = 1.0 + 20.0 * np.clip(w.hand.model.hand_reach_m - d_tall, 0.0, None) / w.hand.model.hand_reach_m
+    cell = 1.0 + HAND_NEAR_COST * np.clip(w.hand.model.hand_reach_m - d_tall, 0.0, None) / w.hand.model.hand_reach_m
     if shove:
         cell += SHOVE_COST * (_dist(pts, every) < r + PUSH_MARGIN_M)
     cell[(d_all < need) & (off.min(axis=1) > PUSH_GRID_M)] = np.inf
-    t = np.linspace(0.0, 1.0, int(np.linalg.norm(n) * 0.7) + 2)
+    t = np.linspace(0.0, 1.0, int(np.linalg.norm(n) * LEG_SAMPLES) + 2)
 
     def legs(A, B):                                   # (k, 2), (m, 2) -> (k, m): each leg's length x mean cost
         d = B[None] - A[:, None]
@@ -692,7 +704,7 @@ def _plan_push(w: World, a: str, target, hand_z: float, shove: bool) -> list[np.
         grip = q + (d / np.maximum(length, 1e-9)[..., None])[:, :, None] * WELL_LAG_M   # the hand leads it
         reach = pp.reach_margin(np.concatenate([grip, np.full(grip.shape[:-1] + (1,), hand_z)], axis=-1), w.hand)
         c = np.where(reach[..., 1:].max(axis=2, initial=-1.0)[..., None] > PUSH_REACH_M, np.inf,
-                     c + 100.0 * np.clip(reach, 0.0, None))
+                     c + BEYOND_REACH_COST * np.clip(reach, 0.0, None))
         with np.errstate(invalid="ignore"):
             out = length * c.mean(axis=2)
         return np.where(np.isnan(out), np.inf, out)  # (no leg at all: not a corner)
@@ -722,34 +734,35 @@ def _push_outside(brain, w: World, pose: pp.Pose, a: str, target):
     dist = float(np.linalg.norm(delta))
     direct = math.atan2(delta[1], delta[0])
     best = None                                       # (score, start, u, length, bundle, yaw)
-    for off in np.radians([0.0, 15.0, -15.0, 30.0, -30.0, 45.0, -45.0, 60.0, -60.0]):
+    for off in np.radians(PUSH_SLANTS_DEG):
         heading = direct + off
         u = np.array([math.cos(heading), math.sin(heading)])
         length = dist * math.cos(off)                 # a slanted push now, the rest on the next batch
         lo, _ = pp.extent_along(pp.corners(w, a), heading)
         back = float(body.pos[:2] @ u) - lo           # origin to the trailing edge
         yaw = heading + math.pi / 2                   # the hand's thin side along the push
-        bundle = gripper_boxes(w.hand, np.zeros(3), yaw, 0.01)
-        contact = body.pos[:2] - u * (back + w.hand.model.tip_half_m + 0.004)
-        z = float(body.lo[2]) + 0.004 + w.hand.model.fingertip_below_m
-        start = np.array([*(contact - u * 0.02), z])
+        bundle = gripper_boxes(w.hand, np.zeros(3), yaw, CLOSED_GAP_M)
+        contact = body.pos[:2] - u * (back + w.hand.model.tip_half_m + PUSH_BEHIND_M)
+        z = float(body.lo[2]) + PUSH_LOW_M + w.hand.model.fingertip_below_m
+        start = np.array([*(contact - u * PUSH_RUN_UP_M), z])
         col = min(w.clearance(bundle.shifted(start + [0, 0, dz])) for dz in PUSH_COLUMN_M)
         end = start + np.array([*(u * length), 0.0])
         col = min(col, w.clearance(bundle.shifted(end), exclude=(a,)))
-        score = min(col, 0.02) - (0.1 if col < PUSH_CLEAR_M else 0.0) - 0.004 * abs(off) / math.radians(15.0)
+        score = min(col, PUSH_CLEAR_ENOUGH_M) - (PUSH_TIGHT_COST if col < PUSH_CLEAR_M else 0.0) - \
+            PUSH_SLANT_COST * abs(off) / math.radians(15.0)
         if best is None or score > best[0]:
-            best = (score, start, u, length + 0.02, bundle, yaw)
+            best = (score, start, u, length + PUSH_RUN_UP_M, bundle, yaw)
     _, start, u, length, bundle, yaw = best
     cmds: list[dict] = []
     un, pose = untilt(pose, prof)
     cmds += un
-    if pose.fraction > 0.1:
+    if pose.fraction > CLOSED_FRACTION:
         cmds.append({"op": "gripper", "action": "close"})
     cmds += rotations("yaw", pp.orient(yaw, pose, w.hand) - pose.yaw, prof)
-    above = start + np.array([0.0, 0.0, 0.06])
+    above = start + np.array([0.0, 0.0, PUSH_ABOVE_M])
     cmds += path_commands(pose.grip, route(w, pose.grip, above, bundle, exclude=()), prof)
     end = start + np.array([*(u * length), 0.0])
-    push = path_commands(above, [start, end, end + np.array([0.0, 0.0, 0.05])], prof)
+    push = path_commands(above, [start, end, end + np.array([0.0, 0.0, PUSH_RISE_M])], prof)
     if len(cmds) + len(push) + 1 <= prof.limits.max_batch:  # (with its ``done``)
         return cmds + push, True
     if cmds:                                                  # the way there now, the push next batch,

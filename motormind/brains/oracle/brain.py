@@ -41,8 +41,11 @@ from . import articulated as art
 from . import insert as ins
 from . import pickplace as pp
 from .motion import SHORT_LEG_M, clear_along, path_commands, rotations, route, safe_height
-from .tuning import (APPROACH_M, DROP_INSET_M, DROP_M, DROP_OVER_TOP_M, DROP_STOPPED_M, HOVER_M, MOVED_M,
-                     ORIGIN_TOL_M, RELEASE_M, TEST_LIFT_M, UNDER_COLUMN_M, UNDER_SLIDES_M, hand_for)
+from .tuning import (APPROACH_M, CARRIED_LOW_M, CARRIED_TOL_M, CLOSED_MAX, DOWN_TILT, DROP_INSET_M, DROP_M,
+                     DROP_OVER_TOP_M, DROP_STOPPED_M, HOVER_M, IDLE_WAIT_S, KEPT_M, LIFT_OFF_M, MOVED_M,
+                     OPEN_EXTRA_MM, OPEN_FULL_MIN, OPEN_NEED_MM, OPEN_RISE_M, ORIGIN_TOL_M, RELEASE_M,
+                     RIM_OPEN_SLACK_MM, SCRIPT_PASSES, SHORT_NEAR_M, SHORT_OPEN_MIN, SINK_M, SLIDE_RISE_M,
+                     SLIDE_SKIP_M, SLIDE_TOUCH_M, TEST_LIFT_M, TURN_ROOM_M, UNDER_COLUMN_M, UNDER_SLIDES_M, hand_for)
 from .world import Boxes, World, gripper_boxes
 
 ORDER = {"turnon": 0, "turnoff": 0, "open": 1, "on": 2, "in": 2, "close": 3}
@@ -91,7 +94,7 @@ def droppable(w: World, a: str, pred) -> bool:
     inset = np.minimum(DROP_INSET_M, np.asarray(rg["half_extents"], float)[:2] / 2)
     floor, top = float(np.asarray(rg["lo"], float)[2]), float(np.asarray(rg["hi"], float)[2])
     return w.over_region(a, pred[2], inset) and \
-        -0.01 < float(w.bodies[a].lo[2]) - floor < max(DROP_M, top + DROP_OVER_TOP_M - floor)
+        -SINK_M < float(w.bodies[a].lo[2]) - floor < max(DROP_M, top + DROP_OVER_TOP_M - floor)
 
 
 class OracleBrain(Brain):
@@ -221,7 +224,7 @@ class OracleBrain(Brain):
         pose = pp.Pose.from_state(json.loads(ctx["state"]))
         self.take_report(ctx)
         m = self.profile.limits.max_batch
-        for _ in range(12):                   # each pass advances a step or plans again; bounded
+        for _ in range(SCRIPT_PASSES):        # each pass advances a step or plans again; bounded
             run = self.scripts.get(sid)
             if run is None or run.pos >= len(run.steps):
                 if all(self._truth(p) for p in self.scene.goal_state):
@@ -243,7 +246,7 @@ class OracleBrain(Brain):
             if cmds:
                 return {"rationale": f"whole task, step {run.pos + 1}/{len(run.steps)}: {kind} {a or ''} -> {b or ''} "
                                      f"from privileged object poses", "commands": self._fit(cmds, False)}
-        return {"rationale": "whole task: re-checking the steps", "commands": [{"op": "wait", "seconds": 0.1}]}
+        return {"rationale": "whole task: re-checking the steps", "commands": [{"op": "wait", "seconds": IDLE_WAIT_S}]}
 
     def spec_of(self, subgoal_id) -> tuple:
         """(kind, object, target, predicate) of a subgoal: a planned one's, or the step the whole-task
@@ -257,7 +260,7 @@ class OracleBrain(Brain):
         m = self.profile.limits.max_batch
         if done and len(cmds) < m:
             return cmds + [{"op": "done"}]
-        return cmds[:m] or [{"op": "wait", "seconds": 0.1}]
+        return cmds[:m] or [{"op": "wait", "seconds": IDLE_WAIT_S}]
 
     def _x_grasp(self, w: World, pose: pp.Pose, a, b, pred):
         prof = self.profile
@@ -271,22 +274,23 @@ class OracleBrain(Brain):
             self.tried.pop(a, None)
             return [], True
         last = (self.tried.get(a) or [None])[-1]
-        if last is not None and not pp.held(w, a, pose, prof) and pose.fraction > 0.25 and \
-                np.linalg.norm(pose.grip - (w.bodies[a].pos + last[0])) < 0.012 and \
+        if last is not None and not pp.held(w, a, pose, prof) and pose.fraction > SHORT_OPEN_MIN and \
+                np.linalg.norm(pose.grip - (w.bodies[a].pos + last[0])) < SHORT_NEAR_M and \
                 self.closed_short.get(a) != len(self.tried[a]):        # (once an attempt: then afresh)
             self.closed_short[a] = len(self.tried[a])
             self.rest_z[a] = _heights(w, a)
             return [{"op": "gripper", "action": "close"}] + path_commands(
                 pose.grip, [pose.grip + [0, 0, TEST_LIFT_M]], prof), True   # the descent stopped short: close here
-        if pp.held(w, a, pose, prof) or (pose.fraction < 0.2 and pose.tilt < 0.1):   # closed badly or on nothing
-            return [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [pose.grip + [0, 0, 0.04]], prof), False
+        if pp.held(w, a, pose, prof) or (pose.fraction < CLOSED_MAX and pose.tilt < DOWN_TILT):   # closed badly
+            return [{"op": "gripper", "action": "open"}] + path_commands(                        # or on nothing
+                pose.grip, [pose.grip + [0, 0, OPEN_RISE_M]], prof), False
         cmds: list[dict] = []
         un, pose = art.untilt(pose, prof)             # a tool left horizontal (a drawer): point it down
         cmds += un
         target = self._target(w, a, pred) if pred is not None and pred[0].lower() in ("on", "in") else None
         origin = w.bodies[a].pos
         kept = self.grasp_plan.get(a)
-        if kept is not None and np.linalg.norm(kept[0] - origin) < 0.01:
+        if kept is not None and np.linalg.norm(kept[0] - origin) < KEPT_M:
             g = pp.Grasp(origin + kept[1].point_rel, pp.orient(kept[1].sep_yaw, pose, w.hand), kept[1].kind,
                          kept[1].width_m, 0.0, kept[1].gap_m, kept[1].part)   # begun last batch: carry on
         else:
@@ -296,13 +300,15 @@ class OracleBrain(Brain):
             self.grasp_plan[a] = (origin.copy(), _Rel(g.point - origin, g.sep_yaw, g.kind, g.width_m, g.gap_m,
                                                       g.part))
         frac = g.gap_m * 1000.0 / prof.gripper_max_width_mm
-        need_mm = min(g.gap_m * 1000.0, g.width_m * 1000.0 + 20.0) if g.kind != "rim" else g.gap_m * 1000.0 - 4.0
-        if not need_mm <= pose.width_mm <= g.gap_m * 1000.0 + 10.0:   # else open enough already
-            cmds.append({"op": "gripper", "action": "open"} if frac >= 0.9 else {"op": "gripper", "width": round(frac, 3)})
+        need_mm = min(g.gap_m * 1000.0, g.width_m * 1000.0 + OPEN_NEED_MM) if g.kind != "rim" else \
+            g.gap_m * 1000.0 - RIM_OPEN_SLACK_MM
+        if not need_mm <= pose.width_mm <= g.gap_m * 1000.0 + OPEN_EXTRA_MM:   # else open enough already
+            cmds.append({"op": "gripper", "action": "open"} if frac >= OPEN_FULL_MIN
+                        else {"op": "gripper", "width": round(frac, 3)})
         pre = g.point + [0, 0, APPROACH_M]
         turn = rotations("yaw", g.sep_yaw - pose.yaw, prof)
         p = pose.grip
-        if turn and w.clearance(gripper_boxes(w.hand, p, g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))) < 0.01:
+        if turn and w.clearance(gripper_boxes(w.hand, p, g.sep_yaw, max(g.gap_m, pose.width_mm / 1000))) < TURN_ROOM_M:
             up = np.array([p[0], p[1], max(p[2], pre[2])])   # turn where the hand has room to sweep
             cmds += path_commands(p, [up], prof)
             p = up
@@ -342,13 +348,13 @@ class OracleBrain(Brain):
         target = self._target(w, a, pred, pose)
         self.carry_to[a] = target.origin[:2].copy()
         body = w.bodies[a]
-        if self._over(w, a, target, 0.06) or droppable(w, a, pred):   # there already, or low over the box
+        if self._over(w, a, target, CARRIED_LOW_M) or droppable(w, a, pred):   # there already, or low over the box
             return [], True                                            # (a lowering stopped on contact)
         rel = body.pos - pose.grip
         goal = pp.grip_at(target, rel, lift=HOVER_M)
         bundle = pp.bundle(w, a, pose)
         start = self._out_from_under(w, pose.grip, bundle, a)          # from under an overhang first
-        lift = start + [0.0, 0.0, 0.02]                                # off the support
+        lift = start + [0.0, 0.0, LIFT_OFF_M]                          # off the support
         turn = rotations("yaw", target.spin, prof)
         if not turn:
             pts = [start, lift] + route(w, lift, goal, bundle, exclude=(a,))
@@ -370,8 +376,8 @@ class OracleBrain(Brain):
             return grip
         for r in UNDER_SLIDES_M:
             for k in range(8):
-                p = grip + [r * np.cos(k * np.pi / 4), r * np.sin(k * np.pi / 4), 0.003]
-                if column_clear(p) and clear_along(w, grip, p, bundle, (a,), skip=0.01) > -0.002:
+                p = grip + [r * np.cos(k * np.pi / 4), r * np.sin(k * np.pi / 4), SLIDE_RISE_M]
+                if column_clear(p) and clear_along(w, grip, p, bundle, (a,), skip=SLIDE_SKIP_M) > -SLIDE_TOUCH_M:
                     return p
         return grip
 
@@ -449,10 +455,10 @@ class OracleBrain(Brain):
         """``a``'s origin over its release spot, its bottom less than ``within`` over the support."""
         body = w.bodies[a]
         dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
-        return dxy < ORIGIN_TOL_M and -0.01 < float(body.lo[2]) - target.support_z < within
+        return dxy < ORIGIN_TOL_M and -SINK_M < float(body.lo[2]) - target.support_z < within
 
     def _x_release(self, w: World, pose: pp.Pose, a, b, pred):
-        up = pose.grip + [0.0, 0.0, 0.04]
+        up = pose.grip + [0.0, 0.0, OPEN_RISE_M]
         return [{"op": "gripper", "action": "open"}] + path_commands(pose.grip, [up], self.profile), True
 
     def _x_confirm(self, w, pose, a, b, pred):
@@ -504,7 +510,7 @@ class OracleBrain(Brain):
             dxy = float(np.linalg.norm(body.pos[:2] - target.origin[:2]))
             is_held = pp.held(w, a, pose, self.profile)
             drop = droppable(w, a, pred)
-            ok = is_held and (dxy < ORIGIN_TOL_M + 0.005 or drop) and body.lo[2] > target.support_z
+            ok = is_held and (dxy < ORIGIN_TOL_M + CARRIED_TOL_M or drop) and body.lo[2] > target.support_z
             ev = f"{a} held={is_held}, its origin {dxy * 1000:.0f} mm from over the {b}'s target" + \
                 (f", low over the {b}'s box: let go, it falls in" if drop else "")
         elif kind in ("place", "push"):

@@ -22,10 +22,12 @@ import numpy as np
 from . import pickplace as pp
 from .articulated import UNTILT_MIN, down_rot, reorient, turning_point, untilt
 from .motion import clear_along, path_commands, route
-from .tuning import (ALIGNED_DOT, BACK_OUT_M, BAR_MIN_HALF_M, CLEAR_IN_M, FLOOR_CLEAR_M, GRIP_IN_M, HANDLE_MARGIN_M,
-                     INSERT_PUSH_PAST_M, INSERT_STANDOFF_M, INSIDE_M, PROTRUDE_M, PUSH_GAP_M, PUSH_TILT_DEG,
-                     RING_TALL, ROOF_ROOM_M, ROUTE_CLEAR_M, SIDE_DEPTH_M, STAGE_CLEAR_M, TEST_LIFT_M, TILTS_DEG,
-                     TRAIL_MAX)
+from .tuning import (ACROSS_COST, ALIGNED_DOT, BACK_OUT_M, BAR_MIN_HALF_M, CLEAR_IN_M, CLOSED_MAX, DEPTH_COST,
+                     FLOOR_CLEAR_M, GAP_TOL_MM, GRIP_IN_M, HANDLE_CLEAR_M, HANDLE_FREE_M, HANDLE_MARGIN_M,
+                     HANDLE_NEAR_M, INSERT_PUSH_PAST_M, INSERT_STANDOFF_M, INSIDE_CLEAR_ENOUGH_M, INSIDE_GAIN,
+                     INSIDE_M, INSIDE_SPAN, IN_LINE_M, PROTRUDE_M, PUSH_GAP_M, PUSH_TILT_DEG, RING_TALL, ROOF_ROOM_M,
+                     ROOM_CLEAR_M, ROOM_STEP_M, ROUTE_CLEAR_M, SIDE_DEPTH_M, SIDE_Z_INSET_M, STAGE_BACK_M,
+                     STAGE_CLEAR_M, TEST_LIFT_M, THERE_M, TILTS_DEG, TRAIL_MAX, WALL_OVER_FLOOR_M)
 from .world import Boxes, World, gripper_boxes, separation, wrap
 
 UP = np.array([0.0, 0.0, 1.0])
@@ -65,7 +67,7 @@ def opening(w: World, region: str) -> Opening | None:
         lo, hi = mid_lo.copy(), mid_hi.copy()
         edge = c[k] + u[k] * half[k]
         lo[k], hi[k] = (edge, edge + SIDE_DEPTH_M) if u[k] > 0 else (edge - SIDE_DEPTH_M, edge)
-        z_ok = (boxes[:, 0, 2] < roof - 0.01) & (boxes[:, 1, 2] > floor + 0.01)
+        z_ok = (boxes[:, 0, 2] < roof - SIDE_Z_INSET_M) & (boxes[:, 1, 2] > floor + SIDE_Z_INSET_M)
         if not (_overlap_xy(boxes, lo, hi) & z_ok).any():
             sides.append(u)
     if not sides:
@@ -159,9 +161,9 @@ def handle(w: World, a: str, d: np.ndarray, rot: np.ndarray) -> HandleGrasp | No
     fingers = gripper_boxes(w.hand, point, 0.0, gap, hand=False, rot=rot)
     rest = np.arange(len(b.obbs)) != k
     others = Boxes(b.obbs.c[rest], b.obbs.h[rest], b.obbs.R[rest])
-    if separation(fingers, others) < 0.001:
+    if separation(fingers, others) < HANDLE_FREE_M:
         return None
-    if w.clearance(gripper_boxes(w.hand, point, 0.0, gap, rot=rot), exclude=(a,)) < 0.002:
+    if w.clearance(gripper_boxes(w.hand, point, 0.0, gap, rot=rot), exclude=(a,)) < HANDLE_CLEAR_M:
         return None
     return HandleGrasp(point, gap, k)
 
@@ -185,13 +187,13 @@ def target(w: World, a: str, op: Opening, grip: np.ndarray, rot: np.ndarray, wid
     back = float((obj.c @ d - obj.half_along(d)).min()) + float(rel @ d)
     fx = w.bodies[op.fixture].obbs
     tops = fx.c[:, 2] + fx.half_along(UP)
-    keep = tops > op.floor + 0.001                        # (the floor is kept clear by the height alone)
+    keep = tops > op.floor + WALL_OVER_FLOOR_M                        # (the floor is kept clear by the height alone)
     walls = Boxes(fx.c[keep], fx.h[keep], fx.R[keep])
     best = None
     depth_half = float(np.abs(d[:2]) @ half[:2])
     across_half = float(np.abs(s[:2]) @ half[:2])
-    for fd in np.linspace(-0.8, 0.8, 9):
-        for fs in np.linspace(-0.8, 0.8, 17):
+    for fd in np.linspace(-INSIDE_SPAN, INSIDE_SPAN, 9):
+        for fs in np.linspace(-INSIDE_SPAN, INSIDE_SPAN, 17):
             o = c.copy()
             o[:2] = c[:2] + d[:2] * fd * depth_half + s[:2] * fs * across_half
             o[2] = z
@@ -200,7 +202,8 @@ def target(w: World, a: str, op: Opening, grip: np.ndarray, rot: np.ndarray, wid
             if clear < need:
                 continue
             inside = float(o @ d) + back - op.face
-            score = min(inside, INSIDE_M) * 10.0 - abs(fs) * 0.02 - abs(fd) * 0.01 + min(clear, 0.02)
+            score = min(inside, INSIDE_M) * INSIDE_GAIN - abs(fs) * ACROSS_COST - abs(fd) * DEPTH_COST + \
+                min(clear, INSIDE_CLEAR_ENOUGH_M)
             if best is None or score > best[0]:
                 best = (score, o)
     return None if best is None else pp.Target(best[1], op.floor, (op.fixture,))
@@ -265,9 +268,10 @@ def grasp(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
         cmds += path_commands(pose.grip, route(w, pose.grip, at, bundle, exclude=(), clear=ROUTE_CLEAR_M), prof)
         cmds += reorient(pp.Pose(at, yaw, pose.width_mm, frac, pose.j7_deg, down), rot, prof)
         return cmds[:prof.limits.max_batch], False
-    if pose.fraction < 0.2 and np.linalg.norm(pose.grip - g.point) < 0.03:   # closed on nothing there: back out
+    if pose.fraction < CLOSED_MAX and np.linalg.norm(pose.grip - g.point) < HANDLE_NEAR_M:   # closed on nothing
+                                                                                            # there: back out
         return [{"op": "gripper", "width": frac}] + path_commands(pose.grip, [pre], prof), False
-    if abs(pose.width_mm - g.gap_m * 1000.0) > 6.0:
+    if abs(pose.width_mm - g.gap_m * 1000.0) > GAP_TOL_MM:
         cmds.append({"op": "gripper", "width": frac})
     bundle = gripper_boxes(w.hand, np.zeros(3), 0.0, g.gap_m, rot=pose.rot)
     cmds += path_commands(pose.grip, route(w, pose.grip, pre, bundle, exclude=(a,)), prof)
@@ -288,17 +292,17 @@ def carry(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
         return [], True                                   # it does not fit in as held: the Verifier says no
     rel = w.bodies[a].pos - pose.grip
     goal = t.origin - rel
-    if np.linalg.norm(pose.grip - goal) < 0.01:
+    if np.linalg.norm(pose.grip - goal) < THERE_M:
         return [], True
     bundle = pp.held_bundle(w, a, pose.grip, 0.0, width, rot=pose.rot)
     stage = goal
-    for k in np.arange(0.04, 0.40, 0.02):
+    for k in np.arange(*STAGE_BACK_M):
         stage = goal - op.d * k
         if w.clearance(bundle.shifted(stage), exclude=(a,)) > STAGE_CLEAR_M:
             break
     along = float(np.dot(pose.grip - goal, op.d))
     side = np.linalg.norm((pose.grip - goal) - op.d * along)
-    if along > -0.5 and side < 0.01 and clear_along(w, pose.grip, goal, bundle, (a,)) > 0.0:
+    if along > -0.5 and side < IN_LINE_M and clear_along(w, pose.grip, goal, bundle, (a,)) > 0.0:
         return path_commands(pose.grip, [goal], prof), True   # in line already: straight in
     pts = route(w, pose.grip, stage, bundle, exclude=(a,)) + [goal]
     return path_commands(pose.grip, pts, prof), True
@@ -324,8 +328,9 @@ def place(brain, w: World, pose: pp.Pose, a: str, op: Opening) -> tuple[list[dic
     front = float(np.max(tips.c @ d + tips.half_along(d)))
     bar = b.obbs.c[k]
     room = 0.0                                            # how far it can go before meeting the back
-    while room < shift + INSERT_PUSH_PAST_M and w.clearance(b.obbs.shifted(d * (room + 0.005)), exclude=(a,)) > 0.004:
-        room += 0.005
+    while room < shift + INSERT_PUSH_PAST_M and \
+            w.clearance(b.obbs.shifted(d * (room + ROOM_STEP_M)), exclude=(a,)) > ROOM_CLEAR_M:
+        room += ROOM_STEP_M
     start = bar - d * (ext[k] + front + PUSH_GAP_M)
     end = start + d * (PUSH_GAP_M + min(shift + INSERT_PUSH_PAST_M, room))
     turn = reorient(pp.Pose(back, pose.yaw, w.hand.open_width_mm, 1.0, pose.j7_deg, pose.rot), rot, prof)

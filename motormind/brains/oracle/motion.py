@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from .tuning import (CLEAR_M, MIN_MOVE_M, SAMPLE_M, SHORT_LEG_M, START_SKIP_M)
+from .tuning import (CLEAR_M, DIRECTION_DOT, MIN_MOVE_M, ROTATE_MIN_DEG, SAMPLE_M, SHORT_LEG_M, START_SKIP_M,
+                     STRAIGHT_M)
 from .world import Boxes, World
 
 
@@ -53,7 +54,7 @@ def route(world: World, p0, p1, bundle: Boxes, exclude, z_cap: float | None = No
     """Waypoints from p0 to p1 (p0 excluded): straight when clear, else up / across / down, with
     the rising and the falling legs folded into the crossing when that stays clear."""
     p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
-    if np.linalg.norm(p1 - p0) < 0.015:
+    if np.linalg.norm(p1 - p0) < STRAIGHT_M:
         return [p1] if np.linalg.norm(p1 - p0) >= MIN_MOVE_M else []
     if clear_along(world, p0, p1, bundle, exclude, clear, skip=START_SKIP_M) >= clear:
         return [p1]
@@ -85,7 +86,7 @@ def moves(delta_m, profile) -> list[dict]:
     k = math.ceil(n / lim.max_move_mm - 1e-9)
     seg = round(n / k, 1)
     u = d / n
-    word = next((w for w, v in profile.directions.items() if float(np.dot(u, v)) > 0.99999), None)
+    word = next((w for w, v in profile.directions.items() if float(np.dot(u, v)) > DIRECTION_DOT), None)
     if word:
         return [{"op": "move", "direction": word, "distance_mm": seg} for _ in range(k)]
     vec = [round(float(x), 5) for x in u]
@@ -103,7 +104,7 @@ def path_commands(p0, waypoints, profile) -> list[dict]:
     return out
 
 
-def rotations(axis: str, angle_rad: float, profile, min_deg: float = 3.0) -> list[dict]:
+def rotations(axis: str, angle_rad: float, profile, min_deg: float = ROTATE_MIN_DEG) -> list[dict]:
     deg = math.degrees(angle_rad)
     if abs(deg) < max(min_deg, profile.limits.min_rotate_deg):
         return []

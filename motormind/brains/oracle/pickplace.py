@@ -20,11 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .tuning import (APPROACH_COLUMN_M, AVOID_M, CLEAR_ENOUGH_M, FEASIBLE_M, GRASP_DEPTH_M, GRASP_FLOOR_M,
-                     GRASP_TOUCH_M, HAND_COLUMN_M, HAND_MET_COST, HAND_OVER_RIM_M, Hand, KEEP_BONUS, LEVEL_MIN,
-                     OPEN_MARGIN_M, PART_MARGIN_M, PART_MAX_M, PART_MIN_HEIGHT_M, PART_MIN_LEN_M, PART_OFFSET_COST,
-                     PLACE_COLUMN_M, PLACE_GRID, PLACE_SPAN, PLACE_SPINS, RELEASE_M, RIM_DEPTHS_M, RIM_GAP_M,
-                     RIM_INSET_M, RIM_NEAR_M, RIM_SKEWS, ROOM_M)
+from .tuning import (APPROACH_COLUMN_M, AVOID_M, CAUGHT_SLACK_MM, CLEAR_ENOUGH_M, FEASIBLE_M, FOOT_INSET_M,
+                     GRASP_DEPTH_M, GRASP_FLOOR_M, GRASP_TOUCH_M, HAND_COLUMN_M, HAND_MET_COST, HAND_OVER_RIM_M,
+                     HOLLOW_PROBE_M, Hand, INFEASIBLE_COST, KEEP_BONUS, LEVEL_MIN, ON_OVER_M, ON_SPAN_M,
+                     OPEN_MARGIN_M, OPEN_SLACK_MM, PART_COST, PART_DEPTH_M, PART_HEIGHT_GAIN, PART_MARGIN_M,
+                     PART_MAX_M, PART_MIN_HEIGHT_M, PART_MIN_LEN_M, PART_OFFSET_COST, PART_TOUCH_M, PLACE_COLUMN_M,
+                     PLACE_GRID, PLACE_SPAN, PLACE_SPINS, REACH_COST, REACH_OVER_M, RELEASE_M, RIM_COST,
+                     RIM_DEPTHS_M, RIM_DEPTH_COST, RIM_DEPTH_STEP_M, RIM_GAP_M, RIM_INSET_M, RIM_NEAR_M, RIM_SKEWS,
+                     RIM_SKEW_COST, ROOM_M, SPOT_CLEAR_ENOUGH_M, SPOT_HIGH_COST, SPOT_OFF_COST, STRADDLE_SLACK_MM,
+                     SUPPORT_OVER_M, TRIED_NEAR_M, TRIED_YAW, TURN_COST, WALL_RING_SLACK_M, WALL_RING_SPREAD,
+                     WIDE_COST)
 from .world import Boxes, World, gripper_boxes, rot_z, separation, wrap
 
 
@@ -84,7 +89,7 @@ def wall_corners(world: World, name: str) -> np.ndarray:
     c = b.obbs.c[:, :2]
     mid = np.median(c, axis=0)
     r = np.linalg.norm(c - mid, axis=1)
-    keep = r <= 1.15 * float(np.percentile(r, 75)) + 0.003
+    keep = r <= WALL_RING_SPREAD * float(np.percentile(r, 75)) + WALL_RING_SLACK_M
     signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
     return np.concatenate([b.obbs.c[k] + (signs * b.obbs.h[k]) @ b.obbs.R[k].T for k in np.flatnonzero(keep)])
 
@@ -97,7 +102,8 @@ def extent_along(pts: np.ndarray, yaw: float) -> tuple[float, float]:
 
 def held(world: World, a: str, pose: Pose, profile) -> bool:
     """``a`` pinched between the fingers: both touch it (privileged contacts), at a gap that holds."""
-    return world.pinched(a) and world.hand.model.hold_min_mm < pose.width_mm < profile.gripper_max_width_mm - 4.0
+    return world.pinched(a) and \
+        world.hand.model.hold_min_mm < pose.width_mm < profile.gripper_max_width_mm - OPEN_SLACK_MM
 
 
 def _yaws(pts: np.ndarray, body, n: int = 12) -> list[float]:
@@ -144,7 +150,8 @@ def candidates(world: World, a: str) -> list[Grasp]:
                     z = max(z_bot + GRASP_FLOOR_M, top - depth)
                     for skew in RIM_SKEWS:            # the fingers across the wall, or across it at a slant
                         out.append(Grasp(np.array([xy[0], xy[1], z]), yaw + skew, "rim", 2 * RIM_INSET_M,
-                                         -0.002 * abs(RIM_DEPTHS_M[0] - depth) / 0.006 - 0.015 * abs(skew) / 0.5,
+                                         -RIM_DEPTH_COST * abs(RIM_DEPTHS_M[0] - depth) / RIM_DEPTH_STEP_M
+                                         - RIM_SKEW_COST * abs(skew) / 0.5,
                                          RIM_GAP_M))
     return out
 
@@ -164,7 +171,7 @@ def hollow(world: World, a: str) -> bool:
     if not len(b.obbs):
         return False
     height = float(b.hi[2] - b.lo[2])
-    for depth in (0.012, 0.25 * height, 0.5 * height):
+    for depth in (HOLLOW_PROBE_M, 0.25 * height, 0.5 * height):
         p = np.array([(b.lo[0] + b.hi[0]) / 2, (b.lo[1] + b.hi[1]) / 2, b.hi[2] - depth])
         local = np.einsum("nji,nj->ni", b.obbs.R, p - b.obbs.c)    # into each box's frame
         if np.any(np.all(np.abs(local) <= b.obbs.h + 1e-4, axis=1)):
@@ -191,10 +198,10 @@ def part_candidates(world: World, a: str) -> list[Grasp]:
             continue
         yaw = math.atan2(R[1, j], R[0, j])
         top = c[2] + h[vert[0]]
-        z = max(c[2] - h[vert[0]] + GRASP_FLOOR_M, top - 0.010)
+        z = max(c[2] - h[vert[0]] + GRASP_FLOOR_M, top - PART_DEPTH_M)
         off = float(np.linalg.norm(c[:2] - centre))     # from the object's middle: a tilting load
         out.append(Grasp(np.array([c[0], c[1], z]), yaw, "part", width,
-                         -PART_OFFSET_COST * off + 0.01 * (top - float(b.hi[2])),
+                         -PART_OFFSET_COST * off + PART_HEIGHT_GAIN * (top - float(b.hi[2])),
                          min(world.hand.max_gap_m, width + 2 * PART_MARGIN_M), part=k))
     return out
 
@@ -256,12 +263,12 @@ def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None
         rg = world.regions[b]
         centre = np.asarray(rg["centre"], float)[:2]
         half = np.asarray(rg["half_extents"], float)[:2] * PLACE_SPAN
-        below = float(rg["centre"][2]) if op == "in" else float(rg["hi"][2]) + 0.02
+        below = float(rg["centre"][2]) if op == "in" else float(rg["hi"][2]) + SUPPORT_OVER_M
     else:
         tb = world.bodies[b]
         centre = tb.pos[:2].copy()
-        half = np.array([0.012, 0.012])
-        below = float(tb.hi[2]) + 0.001
+        half = np.array([ON_SPAN_M, ON_SPAN_M])
+        below = float(tb.hi[2]) + ON_OVER_M
     spins = PLACE_SPINS if op == "in" or hand is not None else (0.0,)
     bottom_off = float(body.lo[2] - body.pos[2])
     later = [_later_spots(world, c, a, centre, half, below) for c in room_for
@@ -273,7 +280,7 @@ def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None
                 xy = centre + half * [fx, fy]
                 at = np.array([xy[0], xy[1], body.pos[2]])
                 foot = spun(world, a, spin, at).aabb() if len(body.obbs) else np.array([[body.lo, body.hi]])
-                flo, fhi = foot[:, 0, :2].min(axis=0) + 0.006, foot[:, 1, :2].max(axis=0) - 0.006
+                flo, fhi = foot[:, 0, :2].min(axis=0) + FOOT_INSET_M, foot[:, 1, :2].max(axis=0) - FOOT_INSET_M
                 support = world.top_under(flo, fhi, exclude=(a,), below=below)
                 if not math.isfinite(support):
                     support = float(body.lo[2])
@@ -296,8 +303,8 @@ def place_target(world: World, a: str, pred, avoid=(), hand: Boxes | None = None
     def kept(xy) -> float:
         return KEEP_BONUS if later and keep is not None and np.linalg.norm(np.asarray(xy[:2]) - keep[:2]) < AVOID_M \
             else 0.0
-    origin, support, _, _, spin = max(spots, key=lambda sp: min(sp[2], 0.015) - 0.02 * sp[3]
-                                      - 5.0 * (sp[1] - lowest) - avoided(sp[0]) + kept(sp[0]))
+    origin, support, _, _, spin = max(spots, key=lambda sp: min(sp[2], SPOT_CLEAR_ENOUGH_M) - SPOT_OFF_COST * sp[3]
+                                      - SPOT_HIGH_COST * (sp[1] - lowest) - avoided(sp[0]) + kept(sp[0]))
     return Target(origin, support, (a,), spin)
 
 
@@ -311,7 +318,7 @@ def _later_spots(world: World, c: str, a: str, centre, half, below) -> list[tupl
         for fy in PLACE_GRID:
             xy = centre + half * [fx, fy]
             foot = spun(world, c, 0.0, np.array([xy[0], xy[1], body.pos[2]])).aabb()
-            flo, fhi = foot[:, 0, :2].min(axis=0) + 0.006, foot[:, 1, :2].max(axis=0) - 0.006
+            flo, fhi = foot[:, 0, :2].min(axis=0) + FOOT_INSET_M, foot[:, 1, :2].max(axis=0) - FOOT_INSET_M
             support = world.top_under(flo, fhi, exclude=(a, c), below=below)
             if not math.isfinite(support):
                 continue
@@ -373,12 +380,12 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
                 rest = Boxes(own.c[keep], own.h[keep], own.R[keep])
                 for dz in (0.0,) + APPROACH_COLUMN_M:
                     tips = gripper_boxes(world.hand, g.point + [0, 0, dz], yaw, g.gap_m)
-                    clear = min(clear, separation(tips, rest) + 0.003)
+                    clear = min(clear, separation(tips, rest) + PART_TOUCH_M)
         if g.kind == "rim":                           # the hand spans the object: clear of its far rim too
             hand = gripper_boxes(world.hand, g.point, yaw, g.gap_m)
             own = world.bodies[a].obbs
             clear = min(clear, separation(Boxes(hand.c[:1], hand.h[:1], hand.R[:1]), own) - HAND_OVER_RIM_M)
-        excess = reach_excess(g.point + [0, 0, 0.05], world.hand)
+        excess = reach_excess(g.point + [0, 0, REACH_OVER_M], world.hand)
         if target is not None:
             rel = body.pos - g.point
             gp = grip_at(target, rel)
@@ -386,23 +393,23 @@ def choose(world: World, a: str, pose: Pose, profile, target: Target | None, tri
             bundle_p = held_g + spun(world, a, target.spin, target.origin).shifted(-gp) if len(body.obbs) else held_g
             for dz in PLACE_COLUMN_M:                 # the release pose, and the way down to it
                 clear = min(clear, world.clearance(bundle_p.shifted(gp + [0, 0, dz]), exclude=(a,))
-                            + (0.012 if dz == 0.0 else 0.0))   # (the object hangs RELEASE_M over its support)
+                            + (RELEASE_M if dz == 0.0 else 0.0))   # (the object hangs RELEASE_M over its support)
             excess = max(excess, reach_excess(gp, world.hand)) + (1.0 if _outside(profile, gp) else 0.0)
         # first what can be done (clear of the scene, within reach), then the roomiest, then the least
         # wrist turning and the plainest grasp
-        score = min(clear, CLEAR_ENOUGH_M) - 3.0 * excess
+        score = min(clear, CLEAR_ENOUGH_M) - REACH_COST * excess
         if clear < FEASIBLE_M:
-            score -= 0.1
-        score -= 0.004 * abs(math.degrees(wrap(yaw - pose.yaw))) / 45.0
+            score -= INFEASIBLE_COST
+        score -= TURN_COST * abs(math.degrees(wrap(yaw - pose.yaw))) / 45.0
         if g.kind == "rim":
-            score -= 0.003 - g.score                  # (a rim candidate's own score: depth and skew)
+            score -= RIM_COST - g.score                  # (a rim candidate's own score: depth and skew)
         else:                                         # across the narrowest side: a slanted squeeze turns it
-            score -= 0.3 * (g.width_m - narrowest)
+            score -= WIDE_COST * (g.width_m - narrowest)
         for p_rel, y in tried:
-            if np.linalg.norm(g.point - body.pos - p_rel) < 0.02 and abs(wrap(2 * (g.sep_yaw - y))) < 0.7:
+            if np.linalg.norm(g.point - body.pos - p_rel) < TRIED_NEAR_M and abs(wrap(2 * (g.sep_yaw - y))) < TRIED_YAW:
                 score -= 0.5
         if g.kind == "part":
-            score += g.score - 0.002
+            score += g.score - PART_COST
         cand = Grasp(g.point, yaw, g.kind, g.width_m, score, g.gap_m, g.part)
         if best is None or cand.score > best.score:
             best = cand
@@ -416,8 +423,8 @@ def expected_width_mm(world: World, a: str, pose: Pose) -> tuple[float, float]:
     lo, hi = extent_along(pts, pose.yaw)
     w = (hi - lo) * 1000.0
     m = world.hand.model
-    if w <= m.straddle_max_m * 1000.0 + 4.0:         # narrower is fine (a bottle's neck, a box turned
-        return m.hold_min_mm, w + 6.0                 # square in the fingers); wider: more is caught
+    if w <= m.straddle_max_m * 1000.0 + STRADDLE_SLACK_MM:         # narrower is fine (a bottle's neck, a box turned
+        return m.hold_min_mm, w + CAUGHT_SLACK_MM                 # square in the fingers); wider: more is caught
     return m.hold_min_mm, m.rim_max_mm
 
 

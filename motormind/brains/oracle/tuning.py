@@ -97,6 +97,9 @@ def hand_for(profile) -> Hand:
 # The thresholds every robot shares: about LIBERO's objects and fixtures and the Controller's behaviour
 # (tuned on the Panda; the hand's own numbers are in MODELS above). Units as in the module's doc.
 
+# -- the scene's model (world.py) ------------------------------------------------------------------
+UPRIGHT_MIN = 0.9          # a body whose z axis is this close (cos) to up stands upright
+
 # -- routes (motion.py) ------------------------------------------------------------------------------
 SAMPLE_M = 0.01            # clearance samples along a leg
 CLEAR_M = 0.012            # wanted clearance of the bundle over what it passes
@@ -105,6 +108,10 @@ START_SKIP_M = 0.015       # a leg may start in contact for this long
 SHORT_LEG_M = 0.012        # a leg this short with another after it is aimed past: the hand goes for the next
                            # waypoint (what the Controller's 12 mm blend did with it before issue 33 limited a
                            # blend to a fraction of its move: a 5 mm leg against contact was then blocked)
+STRAIGHT_M = 0.015         # a leg shorter than this goes straight, unchecked
+ROTATE_MIN_DEG = 3.0       # a rotation smaller than this is not commanded (unless a caller asks for less)
+DIRECTION_DOT = 0.99999    # a move this close (cos) to a profile's direction word is written with the word
+
 
 # -- pick and place (pickplace.py) -------------------------------------------------------------------
 RIM_INSET_M = 0.006        # a rim grasp's point inside the wall's outer face
@@ -144,6 +151,36 @@ ROOM_M = 0.005             # a release spot leaves the objects still to come to 
                            # than its own clearance asks (their release is less exact than the model)
 KEEP_BONUS = 0.008         # ... and the spot the last carry went for is kept unless another scores this much more
 PLACE_SPINS = (0.0, math.pi / 2, -math.pi / 2, math.pi / 4, -math.pi / 4)   # turns tried into a region
+WALL_RING_SPREAD = 1.15    # a hollow object's wall: its geoms no farther from the middle than this many times the
+WALL_RING_SLACK_M = 0.003  # ... 3rd quartile's distance plus this (a mug's handle sticks out beyond: wall at 42
+                           # mm from the axis, the handle's geoms at 58-82)
+OPEN_SLACK_MM = 4.0        # a gap within this of fully open holds nothing (the fingers were not stopped)
+HOLLOW_PROBE_M = 0.012     # open on top: no geom this far under the middle of its top (nor a quarter, half way)
+RIM_DEPTH_COST = 0.002     # a rim candidate's score: less per RIM_DEPTH_STEP_M off the preferred depth ...
+RIM_DEPTH_STEP_M = 0.006
+RIM_SKEW_COST = 0.015      # ... and per half radian of skew across the wall
+PART_DEPTH_M = 0.010       # a part grasp this far below the part's top (at least GRASP_FLOOR_M above its bottom)
+PART_HEIGHT_GAIN = 0.01    # a part's score: more per metre its top is higher (a lid's knob over a handle)
+PART_TOUCH_M = 0.003       # the fingers may come this close to the rest of the object at a part grasp
+PART_COST = 0.002          # a part grasp scores this much less than its own score says (plainer grasps first)
+SUPPORT_OVER_M = 0.02      # On a region: the support is the highest top under the spot up to this over the region's
+ON_SPAN_M = 0.012          # On an object: spots within this of its origin (x and y; LIBERO accepts 3 cm) ...
+ON_OVER_M = 0.001          # ... on supports up to this over its top
+FOOT_INSET_M = 0.006       # a spot's support is what stands under its footprint this far in from its sides
+SPOT_CLEAR_ENOUGH_M = 0.015   # a release spot's score: its clearance up to this, ...
+SPOT_OFF_COST = 0.02       # ... less this per unit off the middle (and turn), ...
+SPOT_HIGH_COST = 5.0       # ... and per metre higher than the lowest spot (on the surface meant, not a neighbour)
+REACH_OVER_M = 0.05        # reach is judged at the grasp and this far over it
+REACH_COST = 3.0           # a grasp's score: per metre beyond the comfortable reach (first what can be done)
+INFEASIBLE_COST = 0.1      # ... a grasp whose gripper collides (FEASIBLE_M) scores this much less
+TURN_COST = 0.004          # ... per 45 deg of wrist turn
+RIM_COST = 0.003           # ... a rim pinch, against a straddle
+WIDE_COST = 0.3            # ... per metre wider than the narrowest straddle (a slanted squeeze turns the object)
+TRIED_NEAR_M = 0.02        # a grasp within this of one already tried ...
+TRIED_YAW = 0.7            # ... and within this (rad, of twice the yaw: both finger orders) comes last
+STRADDLE_SLACK_MM = 4.0    # a clean grasp: a straddle of an object up to this wider than straddle_max_m ...
+CAUGHT_SLACK_MM = 6.0      # ... closes to at most this more than its width; more is something else caught
+
 
 # -- drawers, knobs, doors and pushes (articulated.py) -----------------------------------------------
 PUSH_PAST_M = 0.008        # push a drawer this far past its closed position (into its stop)
@@ -198,6 +235,72 @@ DOOR_GRIP_BELOW_TOP_M = 0.017   # ... with the grip site this far below its top 
                                 # fixture's top beside the door; the fingers overlap the door 2.7 cm)
 UNTILT_MIN = math.radians(12.0)   # a smaller tilt (LIBERO starts some episodes 6 deg off) is left as it is
 RELEASE_FRACTION = 0.4     # the fingers let go of a handle bar (16 mm) by opening to about 31 mm
+# turning the tool
+REORIENT_MIN_DEG = 3.0     # a turn smaller than this is not made
+ONE_AXIS_DOT = 0.995       # a turn this close (cos) to one rotation axis is made about it alone
+BACK_OFF_TILT_DEG = 30.0   # a tool tilted more than this backs off along its axis before it turns pointing down
+HORIZONTAL_DOT = 0.97      # the tool counts as horizontal, pointing into a drawer's face, this close (cos)
+TURN_RISE_M = 0.02         # where the tool can turn: tried every this much higher ...
+TURN_TOP_M = 0.45          # ... up to this height
+TURN_CHECK_DEG = 15.0      # ... the turn checked every this many degrees ...
+TURN_CLEAR_M = 0.008       # ... clear of the scene by this much
+CLOSED_FRACTION = 0.1      # the fingers open less than this fraction count as closed (for a push, after a let-go)
+CLOSED_GAP_M = 0.01        # the closed fingers' gap as the clearance checks model it for a push
+# a drawer: pulled open by its bar with the tool horizontal
+PRE_BAR_M = 0.06           # the fingers come level with the bar this far out from it ...
+ON_BAR_M = 0.004           # ... and close on it this far out from its middle
+ON_BAR_NEAR_M = 0.015      # the grip this near that point ...
+BAR_HELD_MAX_MM = 40.0     # ... the fingers narrower than this: holding the bar, pull
+BAR_OPEN_MIN = 0.9         # already horizontal, fingers open less than this fraction open first
+PULL_TO = 0.7              # pulled this fraction of the way from LIBERO's "open" threshold to the joint's stop
+# a drawer: pushed shut
+BAR_FACE_M = 0.012         # the fingertips against the bar's outer face: this past its half thickness
+BAR_PUSH_START_M = 0.03    # the push starts this far out from the bar's face
+DOWN_PUSH_OFF_M = 0.006    # pointing down: the fingertips this much further out than the bar's face ...
+DOWN_PUSH_UNDER_M = 0.004  # ... this much under its middle
+DOWN_PUSH_COLUMN_M = (0.0, 0.04, 0.09, 0.15)   # ... coming down through these heights over the spot ...
+DOWN_PUSH_CLEAR_M = 0.004  # ... this clear of everything but the drawer (and of the drawer above the spot)
+DOWN_PUSH_RISE_M = 0.08    # ... and rise this much after backing off
+# a hinged door: pushed shut along its arc
+DOOR_PAST = 0.05           # rad: pushed this much further than the door's closed angle
+DOOR_TIP_OFF_M = 0.014     # the fingertips this far outside its outer face
+DOOR_START_M = 0.03        # ... starting this far out from it
+DOOR_STEP_DEG = 25.0       # the arc in moves of at most this many degrees
+DOOR_RISE_M = 0.06         # the hand rises this much after the push
+# a knob
+KNOB_DEPTH_M = 0.013       # the grip site this far under the top of the knob's bar
+KNOB_LIFT_M = 0.05         # the hand comes down from and lifts to this far over the grasp
+KNOB_NEAR_M = 0.015        # the grip this near the grasp (xy) ...
+KNOB_NEAR_Z_M = 0.02       # ... and in height: at the knob
+KNOB_OPEN_MIN = 0.8        # at the knob with the fingers open less than this fraction: holding it
+# a push's path (more)
+STANDS_M = 0.003           # a box whose top is this far over the pushed object's bottom stands on the table
+PUSH_SPOT_FAR_COST = 0.02  # a push target's score: its clearance less this per metre from where the object is
+TALL_UNDER_M = 0.01        # things reaching up to this under the hand's bottom stand up to the hand
+END_TOUCH_M = 0.003        # the path's ends may be this much closer to what stands there than the margin
+HAND_NEAR_COST = 20.0      # a cell's cost: 1, plus this times how far within hand_reach_m a tall thing is (a fraction)
+LEG_SAMPLES = 0.7          # a leg's cost sampled at this many points per grid cell of the window's diagonal
+BEYOND_REACH_COST = 100.0  # ... plus this per metre beyond the comfortable reach (up to PUSH_REACH_M)
+# a drag from inside a well (more)
+WELL_ABOVE_M = 0.03        # the fingertips go this far over its top to come to, or leave, its well
+WELL_GAP_TOL = 0.2         # the fingers within this fraction of the well's gap are open as it needs
+WELL_ROUTE_CLEAR_M = 0.008 # the way to over its well this clear of the scene
+DRAG_TURN_COST = 0.001     # a drag's yaw: its clearance (up to DRAG_CLEAR_M) less this per radian of turn
+WELL_PROBE_STEP_M = 0.0005 # its floor probed down its axis in steps of this
+WELL_TIPS_OVER_M = 0.001   # the fingers' fit tested with the tips this far over its floor
+WELL_GAP_MIN_M = 0.01      # gaps tried from this ...
+WELL_GAP_STEP_M = 0.002    # ... in steps of this, up to WELL_GAP_MAX_M
+# a push from outside (closed fingertips low behind its trailing side)
+PUSH_SLANTS_DEG = (0.0, 15.0, -15.0, 30.0, -30.0, 45.0, -45.0, 60.0, -60.0)   # headings tried off the straight way
+PUSH_BEHIND_M = 0.004      # the fingertips this far behind its trailing side ...
+PUSH_LOW_M = 0.004         # ... this far over its bottom ...
+PUSH_RUN_UP_M = 0.02       # ... starting this far back (and pushing this much further)
+PUSH_CLEAR_ENOUGH_M = 0.02 # a heading's score: its clearance up to this, ...
+PUSH_TIGHT_COST = 0.1      # ... less this when closer than PUSH_CLEAR_M, ...
+PUSH_SLANT_COST = 0.004    # ... and this per 15 deg off the straight way
+PUSH_ABOVE_M = 0.06        # the hand comes down to the start from this far over it ...
+PUSH_RISE_M = 0.05         # ... and rises this much after the push (out of a well, the same)
+
 
 # -- into a roofed region by the handle (insert.py) --------------------------------------------------
 ROOF_ROOM_M = 0.25         # a fixture's box this low over the floor under a region's middle is a roof over it
@@ -222,6 +325,23 @@ PUSH_TILT_DEG = 65.0       # the tool's tilt for pushing the object deeper by it
 PUSH_GAP_M = 0.01          # ... the fingertips start this far behind the handle
 INSERT_PUSH_PAST_M = 0.015        # ... and push this much further than the model says (measured: the mug went 1.6 cm
                            # less far than the fingertips' modelled travel), as far as the room in front allows
+SIDE_Z_INSET_M = 0.01      # a side is open when no fixture box between this over the floor and under the roof stands
+HANDLE_FREE_M = 0.001      # the fingers around a handle's bar this clear of the object's other boxes ...
+HANDLE_CLEAR_M = 0.002     # ... and the gripper this clear of the scene, or the handle is not gripped there
+WALL_OVER_FLOOR_M = 0.001  # the fixture's boxes whose tops stand this over the floor are its walls
+INSIDE_SPAN = 0.8          # spots inside tried over this fraction of the region's half sizes (9 deep, 17 across)
+INSIDE_GAIN = 10.0         # a spot's score: per metre the object's back is inside the face (up to INSIDE_M), ...
+ACROSS_COST = 0.02         # ... less per unit off the middle across the opening ...
+DEPTH_COST = 0.01          # ... and along it, ...
+INSIDE_CLEAR_ENOUGH_M = 0.02   # ... plus its clearance up to this
+HANDLE_NEAR_M = 0.03       # the fingers closed (CLOSED_MAX) this near the handle grasp: closed on nothing, back out
+GAP_TOL_MM = 6.0           # the fingers within this of the handle grasp's gap are open enough
+THERE_M = 0.01             # the grip this close to the goal inside: carried
+STAGE_BACK_M = (0.04, 0.40, 0.02)   # the stage in front of the opening: this far out along the axis (from, to, step)
+IN_LINE_M = 0.01           # the grip this close to the axis (and clear): straight in
+ROOM_STEP_M = 0.005        # how far the object can be pushed in: in steps of this ...
+ROOM_CLEAR_M = 0.004       # ... while it stays this clear of the fixture
+
 
 # -- the roles' own checks (brain.py) ----------------------------------------------------------------
 APPROACH_M = 0.05          # pre-grasp height above the grasp point
@@ -238,3 +358,28 @@ MOVED_M = 0.02             # the Monitor's privileged check: an object the batch
 UNDER_COLUMN_M = (0.02, 0.04)   # heights over the grip a carry's first rise must be clear at (higher up, the
                                 # route goes across under a shelf: a cabinet's top over a bowl in its top layer)
 UNDER_SLIDES_M = (0.02, 0.035, 0.05, 0.07)   # ... else slides tried first, in 8 directions
+SCRIPT_PASSES = 12         # a whole-task batch advances or replans its script at most this many times (bounded)
+IDLE_WAIT_S = 0.1          # s: a batch with nothing to do waits this long (a batch must have a command)
+SINK_M = 0.01              # an object's bottom may read this far under the surface it stands on (contact
+                           # penetration, the boxes' error) and still count as on it
+# a grasp batch
+SHORT_OPEN_MIN = 0.25      # the fingers still open wider than this fraction, the grip site ...
+SHORT_NEAR_M = 0.012       # ... this close to the grasp tried last: the descent stopped short of it (on contact);
+                           # the fingers close there, once
+CLOSED_MAX = 0.2           # the fingers closed past this fraction, holding nothing ...
+DOWN_TILT = 0.1            # ... with the tool within this (rad) of pointing down: open and start again
+OPEN_RISE_M = 0.04         # opened on nothing, or let go, the hand rises this much
+KEPT_M = 0.01              # a grasp planned last batch goes on while the object moved less than this
+OPEN_NEED_MM = 20.0        # the fingers must be open this much wider than the object (or to the grasp's gap) ...
+RIM_OPEN_SLACK_MM = 4.0    # ... to within this of a rim pinch's gap ...
+OPEN_EXTRA_MM = 10.0       # ... and no more than this wider than the grasp's gap; else they open (again)
+OPEN_FULL_MIN = 0.9        # a gap this near fully open (a fraction) is commanded as "open"
+TURN_ROOM_M = 0.01         # the wrist turns where it is when the hand is this clear there; else over the approach
+SLIDE_RISE_M = 0.003       # out from under an overhang: the slide rises this much ...
+SLIDE_SKIP_M = 0.01        # ... may touch for its first this much (where the bundle already is) ...
+SLIDE_TOUCH_M = 0.002      # ... and this deep
+# a carry batch
+CARRIED_LOW_M = 0.06       # the object over its spot with its bottom this low over the support: nothing to carry
+LIFT_OFF_M = 0.02          # a carry first lifts the object this much off its support
+CARRIED_TOL_M = 0.005      # the Verifier accepts a carry this much farther from over its target than it aims
+

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .tuning import Hand
+from .tuning import UPRIGHT_MIN, Hand
 
 
 @dataclass
@@ -119,7 +119,7 @@ class Body:
 
     @property
     def upright(self) -> bool:
-        return bool(self.rot[2, 2] > 0.9)
+        return bool(self.rot[2, 2] > UPRIGHT_MIN)
 
 
 @dataclass
