@@ -217,7 +217,7 @@ PULL_PRESS_M = 0.006       # ... dragged toward the arm's base this much lower s
 WELL_LAG_M = 0.012         # its origin trails the grip site by this much (measured 12-25 mm)
 PUSH_OVER_M = 0.004        # ... the last leg goes this much further (the give)
 RIM_OVER_M = 0.012         # the fingers come down into it from this far over its top, and settle there
-APPROACH_SKIP_M = 0.02       # a push's start this close: push from where the hand is (close(), a retry)
+APPROACH_SKIP_M = 0.02     # a push's start this close: push from where the hand is (close(), a retry)
 SETTLE = {"op": "wait", "seconds": 0.1}         # (a move blended into the next passes 12 mm over its target)
 DRAG_STEP_M = 0.04         # dragged in moves this long at most (a long one curves: the servo saturates axis
                            # by axis, and a drag 17-28 deg off the way tipped the plate more)
@@ -313,7 +313,7 @@ RING_TALL = 0.8            # ... whose boxes are the tallest: at least this frac
 BAR_MIN_HALF_M = 0.012     # a handle's bar the fingers close on is at least this tall (half height)
 HANDLE_MARGIN_M = 0.012    # the fingers open this much wider than the handle's bar on each side
 GRIP_IN_M = 0.003          # the grip site this far past the bar's middle along the approach
-INSERT_STANDOFF_M = 0.08          # the tool comes in along its axis from this far out ...
+INSERT_STANDOFF_M = 0.08   # the tool comes in along its axis from this far out ...
 ROUTE_CLEAR_M = 0.03       # ... and goes there this clear of the scene (measured: a way 1.3 cm over the mug's
                            # rim caught it and tipped it)
 FLOOR_CLEAR_M = 0.008      # carried in with its bottom this far over the floor
@@ -323,7 +323,7 @@ STAGE_CLEAR_M = 0.012      # ... and in front of the opening, before sliding in
 BACK_OUT_M = 0.07          # let go, the hand backs out this far along the axis
 PUSH_TILT_DEG = 65.0       # the tool's tilt for pushing the object deeper by its handle (the hand stays out)
 PUSH_GAP_M = 0.01          # ... the fingertips start this far behind the handle
-INSERT_PUSH_PAST_M = 0.015        # ... and push this much further than the model says (measured: the mug went 1.6 cm
+INSERT_PUSH_PAST_M = 0.015 # ... and push this much further than the model says (measured: the mug went 1.6 cm
                            # less far than the fingertips' modelled travel), as far as the room in front allows
 SIDE_Z_INSET_M = 0.01      # a side is open when no fixture box between this over the floor and under the roof stands
 HANDLE_FREE_M = 0.001      # the fingers around a handle's bar this clear of the object's other boxes ...
