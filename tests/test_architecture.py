@@ -193,14 +193,6 @@ HOUSE = _house()
 # (importing file, unit it reaches up to) -> why. Layers are read from module-level imports
 # (scripts/house.py), so each of these is an import inside a function.
 UPWARD = {
-    ("motormind/cli.py", "motormind.brains"): "the command line imports a subcommand's modules when it runs "
-                                                "(lazy entry points: `motormind --help` loads nothing heavy)",
-    ("motormind/cli.py", "motormind.console"): "the same: `motormind run --console` opens its console "
-                                                 "(console/session.py open_console)",
-    ("motormind/cli.py", "motormind.episode"): "the same: `motormind run`'s wall budget default",
-    ("motormind/cli.py", "motormind.evaluate"): "the same: `motormind run --videos` writes the episode page",
-    ("motormind/cli.py", "motormind.session"): "the same: `motormind run` opens its episode (session/open.py)",
-    ("motormind/cli.py", "motormind.webserver"): "the same: the console's port, bound before the run",
     ("motormind/console/cli.py", "motormind.ros"): "`motormind console --ros` starts the ROS 2 node: rclpy is "
                                                    "imported only then (deferred heavy import)",
     ("motormind/episode/machine.py", "motormind.components"): "the machine reads the components' Ahead (the "

@@ -128,7 +128,7 @@ def register(sub) -> None:
 
 def main(a) -> int:
     from ..evaluate import pool
-    from ..evaluate.checks import check_grid
+    from ..session.checks import check_grid
     from ..evaluate.jobs import ABLATIONS, BRAINS, DEFAULT_SUITE, grid
     from ..evaluate.report import write_reports
     from ..evaluate.store import ResultStore

@@ -19,7 +19,9 @@ import math
 import sys
 from pathlib import Path
 
-from .report import group, split_suite
+from motormind.sim.libero_pro.suites import split_suite
+
+from .report import group
 from .stats import wilson
 
 

@@ -19,9 +19,6 @@ ABLATIONS = ("full", *(f"no_{s}" for s in _SWITCHES))     # full, no_replan, no_
 # ``brain`` is the brain that ran) and the suite it runs when none is named
 BRAINS = {"libero": ("oracle", "noisy", "openai"), "fake": ("scripted", "openai")}
 DEFAULT_SUITE = {"libero": "libero_spatial", "fake": "fake"}
-# the kinematic fake's suites: name -> (tasks, init states of each task). A task, an init state
-# and a seed pick the fake's move (fake_task); anything outside these is refused (checks.check_grid)
-FAKE_SUITES = {"fake": (10, 50)}
 
 
 def noise_key(items) -> str:

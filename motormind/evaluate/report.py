@@ -6,18 +6,9 @@ import io
 from collections import defaultdict
 from pathlib import Path
 
+from motormind.sim.libero_pro.suites import split_suite
+
 from .stats import median, wilson
-
-PRO_SUFFIXES = ("_lan", "_object", "_swap", "_task", "_env")
-
-
-def split_suite(suite: str) -> tuple[str, str]:
-    """('libero_spatial_swap') -> ('libero_spatial', 'swap'); base suites -> (suite, 'base')."""
-    for suf in PRO_SUFFIXES:
-        if suite.endswith(suf) and suite != "libero_object" and not suite.endswith("libero" + suf):
-            return suite[: -len(suf)], suf[1:]
-    return suite, "base"
-
 
 def failure_cause(r: dict) -> str:
     if r.get("success"):

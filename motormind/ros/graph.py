@@ -224,7 +224,7 @@ def check_args(setup: str, a: dict) -> None:
     every role node needs a brain that can answer (a role node without one exits, and a Controller
     whose watchdog never hears an Executor never arms it), the xArm6 needs its address. Then each
     value: the brain's script or VLM config loads; the simulation's suite, task and init state exist
-    (``evaluate.checks.check_grid``, the check ``motormind eval`` makes); the arm's address, port and
+    (``session.checks.check_grid``, the check ``motormind eval`` makes); the arm's address, port and
     cameras are well formed; the recording can be written; the console's port is free."""
     from ..errors import ConfigError
     if a["brain"] not in BRAINS[setup]:
@@ -261,7 +261,7 @@ def _check_values(setup: str, a: dict) -> None:
         except ConfigError as e:
             raise ConfigError(f"vlm: {e}") from None
     if setup == "sim":
-        from ..evaluate.checks import check_grid
+        from ..session.checks import check_grid
         check_grid("libero", [a["suite"]], [a["task"]], [a["init_state"]], flags=("suite", "task", "init_state"))
         if not 0 <= a["seed"] < 2 ** 32:
             raise ConfigError(f"seed: must be within 0..{2 ** 32 - 1}, got {a['seed']}")

@@ -17,6 +17,10 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+# the kinematic fake's suites: name -> (tasks, init states of each task). A task, an init state and
+# a seed pick the fake's move (evaluate/jobs.py fake_task); anything else is refused (checks.check_grid)
+FAKE_SUITES = {"fake": (10, 50)}
+
 
 def task_of(setup):
     """The setup's task: as given, else the robot's own (a LIBERO-PRO config)."""
@@ -64,7 +68,8 @@ class LiberoTask(_Seeded):
 
     def reuse(self, robot) -> None:
         if (robot.suite_name, robot.task_index) != (self.suite, self.task):
-            raise ValueError(f"robot is {robot.suite_name}/{robot.task_index}, the setup wants {self.suite}/{self.task}")
+            raise ValueError(f"robot is {robot.suite_name}/{robot.task_index}, "
+                             f"the setup wants {self.suite}/{self.task}")
         robot.reset(self.init_state, seed=self.seed)
 
     def instruction(self, robot) -> str:

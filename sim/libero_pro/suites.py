@@ -110,6 +110,14 @@ def base_suite(name: str) -> str | None:
     return None
 
 
+def split_suite(suite: str) -> tuple[str, str]:
+    """('libero_spatial_swap') -> ('libero_spatial', 'swap'); base suites -> (suite, 'base')."""
+    for suf in PRO_SUFFIXES:
+        if suite.endswith(suf) and suite != "libero_object" and not suite.endswith("libero" + suf):
+            return suite[: -len(suf)], suf[1:]
+    return suite, "base"
+
+
 def default_budget(name: str) -> int:
     """Env steps per episode in the standard LIBERO eval (after the 10 settling steps)."""
     base = base_suite(name)

@@ -89,7 +89,7 @@ def test_incomplete_suite_is_refused_with_a_reason(tmp_path):
 
 @pytest.mark.sim
 def test_perturbed_suite_uses_its_own_resources():
-    from motormind.evaluate.checks import check_grid
+    from motormind.session.checks import check_grid
     notes = check_grid("libero", ["libero_spatial_lan"], [0, 1])
     assert "'lan' perturbation present" in notes[0]
 

@@ -98,7 +98,7 @@ def test_a_noisy_run_carries_its_injected_errors_per_kind_and_those_active_at_fa
 def test_the_end_summary_and_summary_json_agree_and_name_the_vlm_trouble(tmp_path):
     from fake_episode import run_fake
 
-    from motormind.cli import end_lines
+    from motormind.evaluate.run import end_lines
     from motormind.session.open import timing
     from motormind.vlm_calls import vlm_trouble
     res, robot, events, srv, tot = run_fake(tmp_path, {"malformed_json": 1.0, "roles": ["executor"]},

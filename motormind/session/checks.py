@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ConfigError
-from .report import split_suite
+from motormind.sim.libero_pro.suites import split_suite
 
 FLAGS = ("--suites", "--tasks", "--inits")      # what the errors name (a launch gives its own argument names)
 
@@ -69,8 +69,8 @@ def check_grid(backend: str, suites, tasks, inits=(), flags=FLAGS) -> list[str]:
 
 
 def _fake(name: str, flag: str) -> _Suite:
-    """The kinematic fake's suites (``jobs.FAKE_SUITES``)."""
-    from .jobs import FAKE_SUITES
+    """The kinematic fake's suites (``tasks.FAKE_SUITES``)."""
+    from .tasks import FAKE_SUITES
     if name not in FAKE_SUITES:
         raise ConfigError(f"{flag}: no suite {name!r} on the fake backend (it has: {', '.join(FAKE_SUITES)})")
     n_tasks, n_inits = FAKE_SUITES[name]
