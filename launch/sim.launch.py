@@ -16,7 +16,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from motormind.ros import graph, settings
+from motormind.ros import graph, package, settings
 
 SETUP = "sim"
 
@@ -29,7 +29,7 @@ def _nodes(context, *args, **kwargs):
     out = []
     for spec in specs:
         extra = {"on_exit": Shutdown(reason=f"{spec.name} ended the episode")} if spec.exit_ends_launch else {}
-        out.append(Node(package=graph.PACKAGE, executable=spec.executable, name=spec.name,
+        out.append(Node(package=package.PACKAGE, executable=spec.executable, name=spec.name,
                         namespace=graph.NAMESPACE, parameters=[{"config": str(config_file)}],
                         respawn=spec.respawn, respawn_delay=spec.respawn_delay_s, output="screen",
                         emulate_tty=True, **extra))

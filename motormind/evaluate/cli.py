@@ -130,7 +130,7 @@ def main(a) -> int:
     from ..evaluate import pool
     from ..session.checks import check_grid
     from ..evaluate.jobs import ABLATIONS, BRAINS, DEFAULT_SUITE, grid
-    from ..evaluate.report import write_reports
+    from .publish import write_reports
     from ..evaluate.store import ResultStore
     from ..session.setup import TestFaults
     suites = []

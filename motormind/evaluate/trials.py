@@ -272,7 +272,7 @@ def run_trials(scene: str = "placement", n: int = 40, interference: str = "both"
                "results": [asdict(r) for r in results]}
     (root / "summary.json").write_text(json.dumps(summary, indent=1))
     from motormind.evaluate.provenance import stamp
-    from motormind.evaluate.report import write_reports
+    from motormind.evaluate.publish import write_reports
     rows = report_rows(results, cfg.name, root)
     if videos:                               # a page per trial, linked from the report's episode lines
         from motormind.evaluate.episode_page import write_page

@@ -12,8 +12,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .package import params_file
+
 NAMESPACE = "/motormind"
-PACKAGE = "motormind"
 
 
 @dataclass(frozen=True)
@@ -104,20 +105,6 @@ def topic_spec(name: str) -> Topic:
 # -- parameters -------------------------------------------------------------------------------------
 ROLES = ("controller", "planner", "executor", "verifier", "monitor", "memory", "recorder", "console")
 EXECUTABLES = {r: f"motormind-{r}" for r in ROLES}     # console scripts, installed under lib/motormind
-
-
-def params_file() -> Path:
-    """The packaged configuration file: share/motormind/config/motormind.yaml in a ROS 2 workspace,
-    else configs/ros/motormind.yaml (the same file)."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-        p = Path(get_package_share_directory(PACKAGE)) / "config" / "motormind.yaml"
-        if p.is_file():
-            return p
-    except Exception:  # noqa: BLE001 - not in an ament workspace
-        pass
-    from ..paths import config_dir
-    return config_dir() / "ros" / "motormind.yaml"
 
 
 @dataclass(frozen=True)

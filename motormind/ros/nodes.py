@@ -43,7 +43,7 @@ def node_settings(role: str) -> dict:
 
 
 def help_text(role: str, prog: str) -> str:
-    from .graph import params_file
+    from .package import params_file
     doc = (sys.modules[node_class(role).__module__].__doc__ or "").strip().split("\n\n")[0]
     lines = [f"usage: {prog} [-h] [--ros-args [-r __ns:=/motormind] [-p config:=FILE]]", "",
              doc, "",

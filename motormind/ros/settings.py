@@ -25,6 +25,7 @@ from ..errors import ConfigError, yaml_error
 from ..mcap_record import FLUSH_S
 from ..registry import BrainConfig, check_pairing, robot_config
 from ..strict_config import from_mapping, to_mapping
+from .package import params_file
 
 
 @dataclass
@@ -134,7 +135,6 @@ def read_yaml(path) -> dict:
 
 def load_stack(path=None) -> StackConfig:
     """The configuration file at ``path`` (default: the packaged configs/ros/motormind.yaml)."""
-    from .graph import params_file
     p = Path(path) if path else params_file()
     return stack_from_dict(read_yaml(p), str(p))
 
@@ -164,7 +164,6 @@ def write(cfg: StackConfig | dict, path) -> Path:
 def write_with(path, overrides: dict, base=None) -> Path:
     """The configuration ``base`` (default: the packaged file) with ``overrides`` laid over it
     (``merge``), checked strictly and written to ``path``: a configuration for one test or bench run."""
-    from .graph import params_file
     src = Path(base) if base else params_file()
     cfg = stack_from_dict(merge(read_yaml(src), overrides), f"{src} (with {', '.join(overrides)})")
     return write(cfg, path)

@@ -7,6 +7,7 @@
 ``serve(host, port)`` runs one until Ctrl-C; ``main(argv)`` is the command line
 (``python -m motormind.sim.xarm_emulator --port 5020``).
 """
-from .server import DEFAULT_POSE, DEFAULT_VERSION, XArmEmulator, free_loopback_host, main, serve
+from .cli import main
+from .server import DEFAULT_POSE, DEFAULT_VERSION, XArmEmulator, free_loopback_host, serve
 
 __all__ = ["XArmEmulator", "serve", "main", "free_loopback_host", "DEFAULT_POSE", "DEFAULT_VERSION"]

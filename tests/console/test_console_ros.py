@@ -15,7 +15,7 @@ import yaml
 
 pytest.importorskip("rclpy")
 
-from motormind.ros import graph  # noqa: E402
+from motormind.ros import graph, package  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import WATCH, Probe  # noqa: E402
 from console_client import ConsoleClient  # noqa: E402
@@ -57,7 +57,7 @@ def console(tmp_path_factory):
     domain = free_domain("console")
     script = tmp / "script.json"
     script.write_text(json.dumps({"planner": [PLAN], "executor": [B1, B2]}))
-    cfg = yaml.safe_load(graph.params_file().read_text())
+    cfg = yaml.safe_load(package.params_file().read_text())
     cfg["controller"].update(watchdog_nodes=["executor"], state_dir=str(tmp),
                                                            image_rate_hz=5.0)
     cfg_file = tmp / "motormind.yaml"

@@ -18,7 +18,7 @@ pytest.importorskip("rclpy")
 pytest.importorskip("mcap_ros2")
 
 from motormind.mcap_record import is_complete, read_messages, recover  # noqa: E402
-from motormind.ros import graph  # noqa: E402
+from motormind.ros import graph, package  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import Probe  # noqa: E402
 from rostest_util import Log, free_domain, kill_nodes  # noqa: E402
@@ -109,7 +109,7 @@ while True:
 def test_kill_9_of_the_launcher_stops_every_node_in_order_and_leaves_no_restart_marker(tmp_path):
     domain = free_domain("k9")
     ros_home = tmp_path / "ros"
-    cfg = yaml.safe_load(graph.params_file().read_text())
+    cfg = yaml.safe_load(package.params_file().read_text())
     cfg["controller"]["watchdog_nodes"] = ["executor"]
     cfg_file = tmp_path / "motormind.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg))

@@ -20,7 +20,7 @@ from motormind.grounding.marks import Marker, MarkOptions  # noqa: E402
 from motormind.grounding.points import Grounding  # noqa: E402
 from motormind.profile import load_profile  # noqa: E402
 from motormind.roles.facts import PromptFacts  # noqa: E402
-from motormind.ros import graph  # noqa: E402
+from motormind.ros import graph, package  # noqa: E402
 from motormind.ros.base import ObservationCache, depth_from_msg, observation_of  # noqa: E402
 from motormind.ros.role_nodes import RoleNode  # noqa: E402
 from robots.fake import FakeRobot  # noqa: E402
@@ -153,7 +153,7 @@ def test_over_ros_a_role_node_marks_states_and_measures(tmp_path):
     script.write_text(json.dumps({"planner": [PLAN], "executor": [
         {"points": [{"camera": "front", "pixel": PIXEL, "label": "table spot"}]},
         {"commands": [{"op": "move", "direction": "left", "distance_mm": 10}, {"op": "done"}]}]}))
-    cfg = yaml.safe_load(graph.params_file().read_text())
+    cfg = yaml.safe_load(package.params_file().read_text())
     cfg["robot"] = {"type": "fake", "realtime": True, "image_size": 64}
     cfg["controller"]["state_dir"] = str(tmp_path)
     cfg["episode"] = {"monitor": False, "memory": False}

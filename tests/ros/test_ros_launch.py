@@ -14,7 +14,7 @@ import rostest_util
 import yaml
 from waiting import wait_for
 
-from motormind.ros import graph
+from motormind.ros import graph, package
 from motormind.ros.launcher import Launcher, parse_node_argv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def _from_motormind_launch(setup, given):
         for proc in ln.procs:
             a = parse_node_argv(proc.argv)
             out[a["name"]] = {"executable": graph.EXECUTABLES[a["role"]], "namespace": a["namespace"],
-                              "package": graph.PACKAGE, "config": yaml.safe_load(Path(a["config"]).read_text()),
+                              "package": package.PACKAGE, "config": yaml.safe_load(Path(a["config"]).read_text()),
                               "respawn": proc.spec.respawn, "ends": proc.spec.exit_ends_launch}
         tmp = ln.tmp
         assert tmp.is_dir()

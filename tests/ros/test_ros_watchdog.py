@@ -12,7 +12,7 @@ import yaml
 
 pytest.importorskip("rclpy")
 
-from motormind.ros import graph  # noqa: E402
+from motormind.ros import graph, package  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import Probe  # noqa: E402
 from rostest_util import Log, free_domain  # noqa: E402
@@ -25,7 +25,7 @@ SWEEP = {"commands": [{"op": "move", "direction": d, "distance_mm": 100} for d i
 def test_killing_the_executor_trips_the_watchdog_and_a_restarted_controller_is_stopped(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"planner": [PLAN], "executor": [SWEEP]}))
-    cfg = yaml.safe_load(graph.params_file().read_text())
+    cfg = yaml.safe_load(package.params_file().read_text())
     cfg["controller"].update(watchdog_nodes=["executor"], watchdog_timeout_s=1.5,
                                                            state_dir=str(tmp_path))
     cfg_file = tmp_path / "motormind.yaml"

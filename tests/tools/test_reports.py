@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 
 from motormind.evaluate.compare import paired_difference
-from motormind.evaluate.report import write_reports
+from motormind.evaluate.publish import write_reports
 
 
 class Tables(HTMLParser):

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from motormind.evaluate.report import markdown, write_reports
+from motormind.evaluate.publish import write_reports
+from motormind.evaluate.report import markdown
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 from test_reports import Tables, row  # noqa: E402
