@@ -72,6 +72,35 @@ def make_brain(setup, task, robot, record=None, gates=None):
     return NoisyBrain(base, profile_from_items(setup.noise), seed=task.noise_seed()), base
 
 
+def _header(task_header: dict, robot, brain, base_brain, t0: float) -> dict:
+    """The record's ``episode_start``: versions, the task's facts, the brain, budgets, the setup time."""
+    header = {"motormind": __version__, "python": platform.python_version(), **task_header,
+              "brain": brain.name, "privileged": brain.privileged,
+              "step_budget": getattr(robot, "budget", None), "image_size": getattr(robot, "image_size", None),
+              "profile": robot.profile.name, "setup_s": round(time.monotonic() - t0, 3)}
+    if getattr(base_brain, "cfg", None) is not None:  # the openai brain: its config, minus secrets
+        header["vlm_config"] = base_brain.cfg.public()
+    return header
+
+
+def _summary(header: dict, result, vlm: dict, vtot: dict, t0: float, run_dir: Path, rec, mcap, brain,
+             base_brain) -> dict:
+    """The episode's summary (summary.json): the header, the result, the VLM calls and the timing split."""
+    summary = {**header, **result.to_json(), "vlm_tokens": {k: vlm[k] for k in ("input_tokens", "output_tokens")},
+               "vlm": dict(vtot),
+               # one count of calls everywhere: every recorded call, the Memory's last flush included
+               "vlm_calls": vtot["calls"], "vlm_trouble": vlm_trouble(vtot), **timing(result.to_json(), vtot),
+               "episode_wall_s": round(time.monotonic() - t0, 3), "run_dir": str(run_dir),
+               "events": rec.counts, **({"mcap": str(mcap.path)} if mcap else {}),
+               # who answered each role, as the served endpoint said (manual, auto:no-cancel, oracle)
+               **({"answered_by": dict(base_brain.answered_by)} if getattr(base_brain, "answered_by", None)
+                  else {})}
+    counts = getattr(brain, "counts", None)     # the noisy brain: the errors it injected
+    if callable(counts) and brain is not base_brain:
+        summary["noise_counts"] = counts()
+    return summary
+
+
 def open_episode(setup, progress=None, robot=None, gates=None, console=None) -> dict:
     """Run the episode ``setup`` describes; returns its summary (also RUN_DIR/summary.json).
 
@@ -108,12 +137,7 @@ def open_episode(setup, progress=None, robot=None, gates=None, console=None) -> 
         task_header = task.header(robot)
         vtot = vlm_totals(rec)
         brain, base_brain = make_brain(setup, task, robot, rec, gates)
-        header = {"motormind": __version__, "python": platform.python_version(), **task_header,
-                  "brain": brain.name, "privileged": brain.privileged,
-                  "step_budget": getattr(robot, "budget", None), "image_size": getattr(robot, "image_size", None),
-                  "profile": robot.profile.name, "setup_s": round(time.monotonic() - t0, 3)}
-        if getattr(base_brain, "cfg", None) is not None:  # the openai brain: its config, minus secrets
-            header["vlm_config"] = base_brain.cfg.public()
+        header = _header(task_header, robot, brain, base_brain, t0)
         rec("episode_start", **header)
         budget = setup.episode.max_steps
         progress(f"instruction: {instruction!r}  brain: {brain.name}"
@@ -138,19 +162,7 @@ def open_episode(setup, progress=None, robot=None, gates=None, console=None) -> 
             rec.frame("end", obs.images)
         if mcap:
             mcap.observe("end", obs)
-        summary = {**header, **result.to_json(), "vlm_tokens": {k: runner.vlm[k] for k in
-                                                                 ("input_tokens", "output_tokens")},
-                   "vlm": dict(vtot),
-                   # one count of calls everywhere: every recorded call, the Memory's last flush included
-                   "vlm_calls": vtot["calls"], "vlm_trouble": vlm_trouble(vtot), **timing(result.to_json(), vtot),
-                   "episode_wall_s": round(time.monotonic() - t0, 3), "run_dir": str(run_dir),
-                   "events": rec.counts, **({"mcap": str(mcap.path)} if mcap else {}),
-                   # who answered each role, as the served endpoint said (manual, auto:no-cancel, oracle)
-                   **({"answered_by": dict(base_brain.answered_by)} if getattr(base_brain, "answered_by", None)
-                      else {})}
-        counts = getattr(brain, "counts", None)     # the noisy brain: the errors it injected
-        if callable(counts) and brain is not base_brain:
-            summary["noise_counts"] = counts()
+        summary = _summary(header, result, runner.vlm, vtot, t0, run_dir, rec, mcap, brain, base_brain)
         if frames is not None:
             summary["rollout"] = frames.write(run_dir)
         rec("episode_end", **{k: summary[k] for k in ("success", "outcome", "reason", "steps", "wall_s")})
