@@ -4,7 +4,7 @@
 plain serial loop, on the same episodes.
 
     MUJOCO_GL=osmesa .venv/bin/python bench/overlap.py [--latencies 5,2] [--brains oracle,noisy]
-        [--tasks 0-4] [--inits 0-3] [--concurrency 5] [--out runs/bench-overlap]
+        [--tasks 0-4] [--inits 0-3] [--concurrency 5] [--out runs/bench-overlap] [--report-only]
 
 Each brain answers through the real openai client and serve-brain's latency model
 (configs/vlm/local-oracle.yaml, ``latency.mean_s=L``: every call held L s): the oracle, and the noisy
@@ -63,10 +63,14 @@ def from_record(r: dict) -> tuple[float, float]:
         return float(r.get("vlm_s", 0.0) or 0.0), 0.0
     s, first, plan = 0.0, None, None
     for line in p.read_text().splitlines():
-        if '"vlm_call"' not in line and '"plan"' not in line:
+        if '"vlm_call"' not in line and '"plan"' not in line and '"vlm_probe"' not in line:
             continue
         e = json.loads(line)
-        if e.get("kind") == "vlm_call":
+        if e.get("kind") == "vlm_probe":          # the camera probe's calls (not vlm_call events): its span
+            lat = float(e.get("latency_s", 0.0) or 0.0)
+            first = min(first if first is not None else 1e18, float(e["t"]) - lat)
+            s += lat
+        elif e.get("kind") == "vlm_call":
             lat = float(e.get("latency_s", 0.0) or 0.0)
             first = min(first if first is not None else 1e18, float(e["t"]) - lat)
             if e.get("role") in WAITED:
@@ -153,6 +157,8 @@ def main() -> int:
     ap.add_argument("--inits", default="0-3")
     ap.add_argument("--concurrency", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench-overlap"))
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: print the figures of the runs already in --out (an interrupted bench's too)")
     a = ap.parse_args()
     base = Path(a.out)
     base.mkdir(parents=True, exist_ok=True)
@@ -167,12 +173,16 @@ def main() -> int:
         for brain in a.brains.split(","):
             outs = {m: base / f"{brain}-{lat:g}s-{m}" for m in ("serial", "overlap")}
             t0 = time.monotonic()
-            load = Load()
-            procs = {m: subprocess.Popen(eval_cmd(o, brain, lat, m == "overlap", a), cwd=ROOT, env=env,
-                                         stdout=subprocess.DEVNULL, stderr=open(base / f"{o.name}.log", "w"))
-                     for m, o in outs.items()}
-            for p in procs.values():
-                p.wait()
+            load = None if a.report_only else Load()
+            if a.report_only:
+                if not all((o / "results.jsonl").exists() for o in outs.values()):
+                    continue
+            else:
+                procs = {m: subprocess.Popen(eval_cmd(o, brain, lat, m == "overlap", a), cwd=ROOT, env=env,
+                                             stdout=subprocess.DEVNULL, stderr=open(base / f"{o.name}.log", "w"))
+                         for m, o in outs.items()}
+                for p in procs.values():
+                    p.wait()
             got = {m: rows(o) for m, o in outs.items()}
             common = set(map(key, got["serial"])) & set(map(key, got["overlap"]))
             got = {m: [r for r in rs if key(r) in common] for m, rs in got.items()}    # the same episodes
@@ -188,15 +198,17 @@ def main() -> int:
                                           - set(key(r) for r in got["overlap"] if r["success"])),
                    "success_won": sorted(set(key(r) for r in got["overlap"] if r["success"])
                                          - set(key(r) for r in got["serial"] if r["success"])),
-                   "load": load.stop(), "bench_s": round(time.monotonic() - t0, 1)}
+                   "load": load.stop() if load else {"mean": "-", "max": "-"}, "bench_s": round(time.monotonic() - t0, 1)}
             table.append(row)
             print(line(brain, lat, row), flush=True)
             if row["success_lost"] or row["success_won"]:
                 print(f"       episodes lost with overlap {row['success_lost']}, won {row['success_won']}", flush=True)
-            (base / "bench.json").write_text(json.dumps(table, indent=1))
+            if not a.report_only:
+                (base / "bench.json").write_text(json.dumps(table, indent=1))
     if not any(r["serial"]["n"] for r in table):
         print("no episode finished: see the .log files in", base)
-    print(f"wrote {base / 'bench.json'}")
+    if not a.report_only:
+        print(f"wrote {base / 'bench.json'}")
     return 0
 
 
