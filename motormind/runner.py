@@ -290,7 +290,7 @@ class EpisodeRunner:
             return m.report(a.report)
         if isinstance(a, Verify):
             sg, rep = a.subgoal, a.report
-            state, images = self._look(f"verify {sg.id}")
+            state, images = a.look if a.look is not None else self._look(f"verify {sg.id}")
             verdict = self.verifier_c.verify(sg, self.executor_c.plan, rep, state, images, self.executor_c.last_verdict)
             self._emit(EventKind.VERDICT, **verdict.to_json())
             return m.verdict(verdict, rep.batch_id)

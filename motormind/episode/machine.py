@@ -19,7 +19,8 @@ Every input returns the actions to take, in order:
     Execute(batch, source)   run this batch (the Controller: in-process, or on ``commands``)
     Deliver(report)          a report made here (the operator rejected the batch): record or publish
                              it as the Controller's would be, then feed it back with ``report()``
-    Verify(subgoal, report)  the report claims its subgoal: a verdict is wanted
+    Verify(subgoal, report)  the report claims its subgoal: a verdict is wanted (``look``: the look
+                             already taken for a call asked beside it, the Verifier's too)
     Escalate(escalation)     a replan is wanted (the Planner answers with ``plan()``)
     AwaitPlan(verdict)       a rejected verdict: the Planner answers it with ``plan()``
     Hold()                   the operator paused before the next batch: ``resume()`` goes on
@@ -72,6 +73,8 @@ class Deliver:
 class Verify:
     subgoal: object             # messages.Subgoal
     report: Report
+    look: tuple | None = None   # (state, images) taken after the report for the call asked beside the
+                                # Verifier (overlap.verify_ahead): the Verifier's look, not taken twice
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,8 @@ class EpisodeMachine:
             self.phase, self.verify_batch = Phase.AWAIT_VERDICT, rep.batch_id
             self._drop("the batch claims its subgoal")        # (a speculation is never made for one)
             self._ask_beside_verdict(sg, rep)
-            out.append(Verify(sg, rep))
+            p = self.prep
+            out.append(Verify(sg, rep, p.look if p is not None and p.kind == "verify_ahead" else None))
         elif after.escalate is not None:
             self._escalate(after.escalate, out)
         else:

@@ -341,3 +341,26 @@ def test_the_probes_three_calls_are_asked_at_once_with_plan_with_probe():
             b.close()
     assert out["false"][:3] == out["true"][:3] and out["true"][0] == "ok" and out["true"][2] == 3
     assert out["false"][3] == 1 and out["true"][3] == 3
+
+
+def test_the_verifier_reads_the_look_the_batch_asked_beside_it_was_asked_from(tmp_path):
+    """One look after a claiming report serves the Verifier and the Executor call asked beside it (the
+    scene is the same: nothing moves before the verdict); without verify_ahead the Verifier looks itself."""
+    looks = {}
+    for name, ov in (("ahead", Overlap(verify_ahead=True)), ("serial", Overlap())):
+        brain = ScriptedBrain({"planner": [TWO], "executor": by_subgoal})
+        brain.overlap = ov
+        rec = Recorder(tmp_path / name)
+        runner = EpisodeRunner(FakeRobot(), brain, "test task", rec,
+                               EpisodeConfig(max_batches=10, monitor=False, memory=False), success_fn=lambda: False)
+        labels = looks[name] = []
+        runner.observers.append(lambda label, obs, labels=labels: labels.append(label))
+        runner.run()
+        rec.close()
+        ver = [r for r in brain.requests if r.role == "verifier"]
+        assert ver and all("batch b1" in r.user or "batch b2" in r.user for r in ver)
+    after_b1 = lambda ls: ls[ls.index(next(x for x in ls if x.startswith("b1 "))) + 1:]   # noqa: E731
+    assert after_b1(looks["serial"])[:2] == ["verify s1", "b2 s2"]
+    assert after_b1(looks["ahead"])[0] == "b2 s2 (beside the verdict on s1)"
+    assert "verify s1" not in looks["ahead"]                   # the Verifier took the look asked beside it
+    assert len(looks["ahead"]) == len(looks["serial"]) - 1
