@@ -81,12 +81,12 @@ def stack_setup(stack) -> EpisodeSetup:
 
 def render_size(brain: BrainConfig, image_size: int | None = None) -> int:
     """The camera render size: as given, else the size the VLM config's model family works on
-    (``brains/image_sizing.py``: a Qwen2.5-VL config at 448 px renders 448, Gemma 3 896), so that
+    (``grounding/image_sizing.py``: a Qwen2.5-VL config at 448 px renders 448, Gemma 3 896), so that
     nothing is upscaled on the way to the model; ORACLE_IMAGE_SIZE for the oracle."""
     if image_size:
         return int(image_size)
     if brain.type == "openai":
-        from ..brains.image_sizing import render_size as family_size
+        from ..grounding.image_sizing import render_size as family_size
         from ..brains.openai_brain import load_vlm_config
         cfg = load_vlm_config(brain.vlm or "openai", brain.vlm_set)
         return family_size(cfg.image_rules, cfg.image_size)

@@ -265,3 +265,13 @@ def test_family_sizing_rules():
         fit("llava", 10, 10)
     with pytest.raises(ConfigError, match="image_rules"):
         load_vlm_config({"image_rules": "llava"})
+
+
+def test_an_openai_runs_render_size_is_its_model_familys():
+    """session/setup.py's render size for an openai brain comes from grounding/image_sizing.py (it
+    imported the module from where it no longer is: every run with a VLM config failed at start)."""
+    from motormind.registry import BrainConfig
+    from motormind.session.setup import render_size
+    assert render_size(BrainConfig("openai", vlm="vllm-qwen2.5-vl")) == 448
+    assert render_size(BrainConfig("openai", vlm="local-oracle")) == 128
+    assert render_size(BrainConfig("openai", vlm="local-oracle"), 64) == 64
