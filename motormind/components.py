@@ -36,6 +36,7 @@ from typing import Callable
 from .commands import BATCH_FIELDS
 from .episode.book import unfit_reason
 from .episode.config import EpisodeConfig
+from .episode.overlap import Ahead
 from .grounding.points import Grounding, replan_of
 from .results import Status
 from .roles.base import quote_id, quote_text
@@ -225,14 +226,6 @@ class Proposal:
     error: str = ""
     context: dict = field(default_factory=dict)
     answer: dict | None = None        # an answer asked ahead: its points are taken when it is used (adopt)
-
-
-@dataclass(frozen=True)
-class Ahead:
-    """What an Executor call made before its time is asked from (``ExecutorComponent.propose``)."""
-    subgoal: Subgoal
-    report: Report | None             # the report it reads: the expected one (speculation) or the claim's
-    verdict: Verdict | None = None    # the verdict it reads (None: the last one)
 
 
 @dataclass

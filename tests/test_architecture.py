@@ -194,11 +194,9 @@ HOUSE = _house()
 # (scripts/house.py), so each of these is an import inside a function.
 UPWARD = {
     ("motormind/console/cli.py", "motormind.ros"): "`motormind console --ros` starts the ROS 2 node: rclpy is "
-                                                   "imported only then (deferred heavy import)",
-    ("motormind/episode/machine.py", "motormind.components"): "the machine reads the components' Ahead (the "
-                                                              "overlap's calls made ahead, issue 37)",
-    ("motormind/episode/overlap.py", "motormind.commands"): "the overlap's prediction parses the batch's commands "
-                                                            "(issue 37)",
+                                                   "imported only then (deferred heavy import); the one upward "
+                                                   "import, and with the ROS console node's use of the console's "
+                                                   "page and desk the one cycle between units (console <-> ros)",
 }
 
 # import cycles between files (every import read) -> why

@@ -43,7 +43,7 @@ from ..results import Word
 from ..text import clip
 from .book import EpisodeBook, EpisodeResult
 from .config import EpisodeConfig
-from .overlap import OFF, Overlap, mismatch, moved, predict
+from .overlap import OFF, Ahead, Overlap, mismatch, moved, predict
 
 
 class Phase(Word):
@@ -367,7 +367,6 @@ class EpisodeMachine:
         pred = predict(batch, state, self.executor.ctx.profile)
         if pred is None:                          # claims its subgoal (the verdict comes next), or unparsable
             return
-        from ..components import Ahead
         report, end = pred
         self._prepare("speculate", batch.get("batch_id", ""), sg, Ahead(sg, report), end, images,
                       expected=end, basis=h.basis())
@@ -377,7 +376,6 @@ class EpisodeMachine:
         h, ex = self.hooks, self.executor
         if not h.overlap.verify_ahead or h.spawn is None or h.review is not None or ex.idx + 1 >= len(ex.plan):
             return
-        from ..components import Ahead
         nxt = ex.plan[ex.idx + 1]
         pending = Verdict(sg.id, True, "the Verifier is checking this claim now; this batch runs only if it "
                                        "accepts it", "")

@@ -25,11 +25,20 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..commands import Done, Gripper, Move, Rotate, Wait, check_batch
 from ..errors import ConfigError
-from ..messages import CommandResult, Report
+from ..messages import CommandResult, Report, Subgoal, Verdict
 
 GRIPPER_TOLERANCE = 0.05      # the gripper's opening (fraction of the stroke) within this of where it was sent
 OBJECT_TOLERANCE_MM = 5.0     # a scene-reading brain's objects within this of where they were when it read them
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """What an Executor call made before its time is asked from (``ExecutorComponent.propose``)."""
+    subgoal: Subgoal
+    report: Report | None             # the report it reads: the expected one (speculation) or the claim's
+    verdict: Verdict | None = None    # the verdict it reads (None: the last one)
 
 
 @dataclass(frozen=True)
@@ -81,7 +90,6 @@ def predict(batch: dict, state: dict, profile) -> tuple[Report, dict] | None:
     commanded; the state has ``Observation.state_dict()``'s keys, the pose the chain of targets reaches
     (orientation composed from the rotations; the last joint turned by the yaw turned), the gripper at
     the opening last sent, joints otherwise as measured at the start."""
-    from ..commands import Done, Gripper, Move, Rotate, Wait, check_batch
     from ..geometry import axis_angle_to_mat, quat_to_mat
     try:
         _, parsed, issues = check_batch({k: v for k, v in batch.items() if k in ("batch_id", "subgoal_id", "commands")},
