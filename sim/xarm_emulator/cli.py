@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 
 
 def register(sub) -> None:
@@ -25,7 +24,7 @@ def _main(a) -> int:
 def main(argv: list[str] | None = None) -> int:
     from motormind.argtypes import Parser, port, positive
 
-    from .server import DEFAULT_POSE, DEFAULT_VERSION, XArmEmulator
+    from .server import DEFAULT_POSE, DEFAULT_VERSION, XArmEmulator, hold
     ap = Parser(prog="motormind emulate xarm6",
                 description="Wire-level xArm6 controller emulator for xarm-python-sdk 1.18.4")
     ap.add_argument("--host", default="127.0.0.1", help="IPv4 address to bind (default 127.0.0.1)")
@@ -94,11 +93,5 @@ def main(argv: list[str] | None = None) -> int:
         cams = ",".join(f"{n}={u}" for n, u in urls.items())
         print(f"run the stack on it: motormind launch xarm6 robot_ip:={a.host} command_port:={emu.port}"
               + (f" camera:={cams}" if cams else ""), flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        emu.stop()
+    hold(emu)
     return 0

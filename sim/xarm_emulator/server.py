@@ -914,8 +914,13 @@ def free_loopback_host(report_port: int = 30002, tries: int = 50) -> str:
 def serve(host: str = "127.0.0.1", port: int = 502, *, block: bool = True, **kwargs) -> XArmEmulator:
     """Start an emulator on ``host:port`` (report on 30002). With ``block`` run until Ctrl-C."""
     emu = XArmEmulator(host, port, **kwargs).start()
-    if not block:
-        return emu
+    if block:
+        hold(emu)
+    return emu
+
+
+def hold(emu) -> None:
+    """Keep ``emu`` serving until Ctrl-C, then stop it."""
     try:
         while True:
             time.sleep(3600)
@@ -923,4 +928,3 @@ def serve(host: str = "127.0.0.1", port: int = 502, *, block: bool = True, **kwa
         pass
     finally:
         emu.stop()
-    return emu
