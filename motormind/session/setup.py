@@ -109,7 +109,7 @@ def libero_setup(suite: str = "libero_spatial", task: int = 0, init_state: int =
 
 
 def run_setup(a) -> EpisodeSetup:
-    """``motormind run``'s setup from its command line (motormind/cli.py)."""
+    """``motormind run``'s setup from its command line (motormind/evaluate/run.py)."""
     brain = BrainConfig(a.brain or ("openai" if a.vlm else "oracle"), vlm=a.vlm or "openai", vlm_set=tuple(a.vlm_set))
     console = None if a.console is None else ConsoleSpec(a.console, a.console_token, a.approval, a.console_hold,
                                                          a.console_frame_hz)
