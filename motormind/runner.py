@@ -9,9 +9,7 @@ no role sees it.
 """
 from __future__ import annotations
 
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from .components import (Context, ExecutorComponent, MonitorComponent, PlannerComponent, VerifierComponent,
@@ -21,7 +19,7 @@ from .episode.book import EpisodeResult
 from .episode.config import EpisodeConfig
 from .episode.machine import (AwaitPlan, Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks,
                               Verify)
-from .episode.overlap import OFF, Overlap
+from .episode.overlap import AheadPool, ahead_tag, overlap_of, scene_basis
 from .grounding.marks import Marker, options_of
 from .grounding.points import Grounding, convention_of
 from .messages import EventKind, Report
@@ -32,7 +30,7 @@ from .roles.memory import Memory
 from .roles.monitor import Monitor
 from .roles.planner import Planner
 from .roles.verifier import Verifier
-from .vlm_calls import vlm_totals
+from .vlm_calls import dropped_cost, vlm_totals
 
 __all__ = ["EpisodeConfig", "EpisodeResult", "EpisodeRunner"]
 
@@ -84,10 +82,8 @@ class EpisodeRunner:
             self.monitor_c.setup = self.context.facts.robot()
         self.vlm = vlm_totals(self.rec)     # the record's VLM calls (vlm_calls.py), ahead ones by tag (by_tag)
         # Executor calls made ahead of their time (episode/overlap.py), per the brain's VLM config
-        self.overlap = Overlap.parse(getattr(brain, "overlap", None) or         # (a wrapper: its inner's)
-                                     getattr(getattr(brain, "inner", None), "overlap", None) or OFF)
-        self._pool = ThreadPoolExecutor(2, thread_name_prefix="ahead") if self.overlap.any else None
-        self._tag = threading.local()       # the tag of the ahead call this thread makes
+        self.overlap = overlap_of(brain)
+        self._pool = AheadPool() if self.overlap.any else None
         self.machine = EpisodeMachine(self.cfg, self.executor_c, Hooks(
             evaluate=lambda: (self.success_fn(), self.steps_fn()), look=self._look,
             has_success_check=self.has_success_check, unfit=self._unfit, stop_reason=lambda: self._stop_reason,
@@ -96,7 +92,7 @@ class EpisodeRunner:
             rejection=lambda batch, note: operator_rejection(batch, note, self.robot.observe().state_dict()),
             vlm=lambda: (self.vlm["calls"], self.vlm["latency_s"]), say=self._say,
             brain=getattr(brain, "name", "?"), privileged=bool(getattr(brain, "privileged", False)),
-            overlap=self.overlap, spawn=self._spawn if self._pool is not None else None, basis=self._scene_basis,
+            overlap=self.overlap, spawn=self._pool.spawn if self._pool is not None else None, basis=lambda: scene_basis(self.brain),
             record=self.rec))
         self.book = self.machine.book
         self.t0 = self.machine.t0
@@ -125,60 +121,19 @@ class EpisodeRunner:
     # -- overlap (episode/overlap.py) -------------------------------------------------------------
     def _tagged(self, kind: str, **data) -> None:
         """The Executor's record: a call made ahead carries its tag (``ahead``), so it is costed apart."""
-        tag = getattr(self._tag, "value", "")
+        tag = ahead_tag()
         self.rec(kind, **({**data, "ahead": tag} if tag and kind == EventKind.VLM_CALL else data))
-
-    def _spawn(self, fn: Callable, tag: str):
-        def run():
-            self._tag.value = tag
-            try:
-                return fn()
-            finally:
-                self._tag.value = ""
-        return self._pool.submit(run)
-
-    def _scene_basis(self) -> dict | None:
-        """Where the objects are (mm), for a brain that reads the simulator's scene (the oracle, the noisy
-        brain, an openai brain with ``send_scene``): its answer read them, so one asked ahead is used only if
-        none moved meanwhile. None for a brain that reads only its prompt."""
-        b, scene = self.brain, None
-        for _ in range(4):
-            fn = getattr(getattr(b, "cfg", None), "send_scene", False) and getattr(b, "scene_fn", None)
-            scene = fn() if fn else getattr(b, "scene", None)
-            if scene is not None or getattr(b, "inner", None) is None:
-                break
-            b = b.inner
-        names = getattr(scene, "object_names", None)
-        if scene is None or not names or not hasattr(scene, "object_aabb"):
-            return None
-        out = {}
-        for n in list(names):
-            try:
-                lo, hi = scene.object_aabb(n)
-            except Exception:  # noqa: BLE001 - a body that cannot be read is left out
-                continue
-            out[n] = [round(float(a + b_) * 500.0, 1) for a, b_ in zip(lo, hi)]   # the box's centre, mm
-        return out
 
     def _overlap_summary(self, result: EpisodeResult) -> None:
         """The result's ``overlap``: per kind asked / used / dropped, and what the dropped calls cost
         (their calls, model seconds, tokens, USD, and that share of the episode's VLM time)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True)      # a dropped call still in flight is counted when it ends
+            self._pool.close(wait=True)         # a dropped call still in flight is counted when it ends
         tagged = self.vlm.get("by_tag") or {}
         if not result.overlap and not tagged:
             return
-        dropped = {e["tag"] for e in self.machine.overlap_log if e["outcome"] == "dropped"}
-        cost = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
-        for tag, t in tagged.items():
-            if tag in dropped:
-                for k in cost:
-                    cost[k] += t["latency_s" if k == "s" else k]
-        cost["s"] = round(cost["s"], 3)
-        cost["cost_usd"] = round(cost["cost_usd"], 8)
-        vlm_s = self.vlm["latency_s"]
-        cost["share_of_vlm_s"] = round(cost["s"] / vlm_s, 4) if vlm_s else 0.0
-        result.overlap = {**result.overlap, "dropped_cost": cost}
+        result.overlap = {**result.overlap,
+                          "dropped_cost": dropped_cost(self.machine.overlap_log, tagged, self.vlm["latency_s"])}
 
     # -- helpers --------------------------------------------------------------------------------
     def stop(self, reason: str = "stopped by operator") -> None:
@@ -242,7 +197,7 @@ class EpisodeRunner:
             return result
         finally:
             if self._pool is not None:
-                self._pool.shutdown(wait=False)
+                self._pool.close(wait=False)
             if self.monitor:
                 self.monitor.close()
             if self.memory:
@@ -261,7 +216,7 @@ class EpisodeRunner:
         state, images = self._look("start")
         first = None                    # overlap.plan_with_probe: the first plan, asked beside the probe
         if self.overlap.plan_with_probe and self._pool is not None and getattr(self.brain, "preflight", None):
-            first = self._spawn(lambda: self.planner_c.start(state, images), "plan_with_probe:plan")
+            first = self._pool.spawn(lambda: self.planner_c.start(state, images), "plan_with_probe:plan")
             self.rec("overlap_ask", overlap="plan_with_probe", batch_id="", for_batch="", subgoal_id="",
                      tag="plan_with_probe:plan")
         self._preflight(images)

@@ -61,6 +61,21 @@ def count_vlm(tot: dict, ev: dict) -> None:
         tot["server_quirks"] += 1
 
 
+def dropped_cost(log: list, by_tag: dict, vlm_s: float) -> dict:
+    """What the calls made ahead and dropped cost (``log``: the episode machine's ``overlap_log``;
+    ``by_tag``: the totals' ``by_tag``): calls, model seconds, tokens, USD, share of the VLM seconds."""
+    dropped = {e["tag"] for e in log if e["outcome"] == "dropped"}
+    cost = {"calls": 0, "s": 0.0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    for tag, t in by_tag.items():
+        if tag in dropped:
+            for k in cost:
+                cost[k] += t["latency_s" if k == "s" else k]
+    cost["s"] = round(cost["s"], 3)
+    cost["cost_usd"] = round(cost["cost_usd"], 8)
+    cost["share_of_vlm_s"] = round(cost["s"] / vlm_s, 4) if vlm_s else 0.0
+    return cost
+
+
 def vlm_totals(rec) -> dict:
     """A listener on ``rec`` (``record.Recorder``) that totals its VLM calls as they are recorded."""
     tot = new_vlm_totals()

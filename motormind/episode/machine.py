@@ -111,6 +111,8 @@ class Hooks:
     stop_reason: Callable[[], str] = lambda: ""            # the operator asked the episode to end
     hold: Callable[[], bool] = lambda: False               # True: hold before the next batch (resume() goes on)
     review: Callable | None = None                         # batch -> (batch or None, source, note): the operator
+    reviewing: Callable[[], bool] | None = None            # a review is required now (None: whenever ``review``
+                                                           # is set); calls ahead are made only while it is not
     interject: Callable | None = None                      # () -> PlanDecision or None: a new instruction
     rejection: Callable | None = None                      # (batch, note) -> the Report of a rejected batch
     vlm: Callable[[], tuple] = lambda: (0, 0.0)            # -> (VLM calls, VLM seconds) so far
@@ -362,7 +364,7 @@ class EpisodeMachine:
     def _speculate(self, batch: dict, sg, state: dict, images: dict) -> None:
         """While ``batch`` runs: the next batch, asked from the report and state it should end in."""
         h = self.hooks
-        if not h.overlap.speculate or h.spawn is None or h.review is not None:
+        if not h.overlap.speculate or h.spawn is None or self._review_required():
             return
         pred = predict(batch, state, self.executor.ctx.profile)
         if pred is None:                          # claims its subgoal (the verdict comes next), or unparsable
@@ -374,7 +376,7 @@ class EpisodeMachine:
     def _ask_beside_verdict(self, sg, rep: Report) -> None:
         """A batch claims ``sg``: the next subgoal's first batch is asked beside the Verifier."""
         h, ex = self.hooks, self.executor
-        if not h.overlap.verify_ahead or h.spawn is None or h.review is not None or ex.idx + 1 >= len(ex.plan):
+        if not h.overlap.verify_ahead or h.spawn is None or self._review_required() or ex.idx + 1 >= len(ex.plan):
             return
         nxt = ex.plan[ex.idx + 1]
         pending = Verdict(sg.id, True, "the Verifier is checking this claim now; this batch runs only if it "
@@ -382,6 +384,15 @@ class EpisodeMachine:
         state, images = h.look(f"b{self.book.batches + 1} {nxt.id} (beside the verdict on {sg.id})")
         self._prepare("verify_ahead", rep.batch_id, nxt, Ahead(nxt, rep, pending), state, images,
                       look=(state, images))
+
+    def _review_required(self) -> bool:
+        """An operator reviews each batch now (approval mode, or the Executor taken over): nothing is asked
+        ahead, and a call asked before the review was switched on is dropped at the loop head (the review
+        sees every batch that runs, prepared or not)."""
+        h = self.hooks
+        if h.review is None:
+            return False
+        return True if h.reviewing is None else bool(h.reviewing())
 
     def _drop(self, why: str) -> None:
         p, self.prep = self.prep, None
@@ -413,6 +424,7 @@ class EpisodeMachine:
         ex = self.executor
         sg = ex.subgoal
         why = ("" if p.valid else "not confirmed") or \
+            ("an operator review is required now" if self._review_required() else "") or \
             ("" if sg is not None and sg.id == p.subgoal_id and ex.plan_id == p.plan_id else "the plan moved on") or \
             ("" if p.batch_id == f"b{self.book.batches + 1}" else "another batch came first")
         if why:

@@ -21,7 +21,10 @@ The episode machine (``machine.py``) owns both decisions; a dropped answer never
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, fields
+from typing import Callable
 
 import numpy as np
 
@@ -75,6 +78,66 @@ class Overlap:
 
 
 OFF = Overlap()
+
+
+_AHEAD = threading.local()
+
+
+def ahead_tag() -> str:
+    """The tag of the call made ahead that this thread runs ("" on any other thread): its ``vlm_call``
+    event carries it as ``ahead``, so its cost is counted apart."""
+    return getattr(_AHEAD, "value", "")
+
+
+class AheadPool:
+    """The driver's side of the overlap (the in-process runner, the ROS 2 Executor node): a small thread
+    pool for the calls made ahead (the machine's ``spawn``), each run under its tag (``ahead_tag``)."""
+
+    def __init__(self, workers: int = 2):
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="ahead")
+
+    def spawn(self, fn: Callable, tag: str) -> Future:
+        def run():
+            _AHEAD.value = tag
+            try:
+                return fn()
+            finally:
+                _AHEAD.value = ""
+        return self._pool.submit(run)
+
+    def close(self, wait: bool = True) -> None:
+        """No more calls; ``wait``: until those under way end (a dropped one is then recorded and costed)."""
+        self._pool.shutdown(wait=wait)
+
+
+def overlap_of(brain) -> Overlap:
+    """The overlap a brain's VLM config asks for (a wrapper's: its inner brain's); off for a brain without one."""
+    return Overlap.parse(getattr(brain, "overlap", None) or getattr(getattr(brain, "inner", None), "overlap", None)
+                         or OFF)
+
+
+def scene_basis(brain) -> dict | None:
+    """Where the objects are (mm), for a brain that reads the simulator's scene (the oracle, the noisy
+    brain, an openai brain with ``send_scene``): its answer read them, so one asked ahead is used only if
+    none moved meanwhile. None for a brain that reads only its prompt."""
+    b, scene = brain, None
+    for _ in range(4):
+        fn = getattr(getattr(b, "cfg", None), "send_scene", False) and getattr(b, "scene_fn", None)
+        scene = fn() if fn else getattr(b, "scene", None)
+        if scene is not None or getattr(b, "inner", None) is None:
+            break
+        b = b.inner
+    names = getattr(scene, "object_names", None)
+    if scene is None or not names or not hasattr(scene, "object_aabb"):
+        return None
+    out = {}
+    for n in list(names):
+        try:
+            lo, hi = scene.object_aabb(n)
+        except Exception:  # noqa: BLE001 - a body that cannot be read is left out
+            continue
+        out[n] = [round(float(a + b_) * 500.0, 1) for a, b_ in zip(lo, hi)]   # the box's centre, mm
+    return out
 
 
 def _quat_of(m: np.ndarray) -> list:

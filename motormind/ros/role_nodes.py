@@ -19,10 +19,11 @@ from ..console.desk import TAKEOVER_ROLES
 from ..controller import CancelToken
 from ..episode.book import unfit_reason
 from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks
+from ..episode.overlap import AheadPool, ahead_tag, overlap_of, scene_basis
 from ..grounding.marks import Marker, options_of
 from ..grounding.points import Grounding, convention_of
 from ..messages import Escalation, EventKind, PlanDecision, Report, Verdict, encode
-from ..vlm_calls import count_vlm, new_vlm_totals
+from ..vlm_calls import count_vlm, dropped_cost, new_vlm_totals
 from ..roles.executor import Executor
 from ..roles.facts import BudgetCounter, PromptFacts
 from ..roles.memory import Memory
@@ -34,11 +35,6 @@ from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain, obser
 from .operator_proxy import OperatorProxy
 
 
-# issue 37: the overlap runs in-process only; a ROS 2 launch with it on is refused, not quietly serial
-OVERLAP_OVER_ROS = ("overlap: speculate, verify_ahead and plan_with_probe (episode/overlap.py) run in the in-process "
-                    "runner only (motormind run / eval); the ROS 2 Executor node cannot ask its brain beside the "
-                    "Controller and the Verifier nodes yet: set overlap: {} (or --vlm-set overlap=false) in the VLM "
-                    "config of a ROS 2 launch")
 # at the episode's end, how long the Executor waits to hear the VLM calls the messages it acted on
 # stand on (``vlm_calls_before``: a call is on ``events``, the verdict it made on ``verdict``)
 CALLS_WAIT_S = 2.0
@@ -55,9 +51,10 @@ class RoleNode(MotorMindNode):
         self.exit_code = None
         self.rpc = RemoteCall(self) if self.setup.brain.type == "oracle" or self.needs_rpc() else None
         self.brain = make_brain(self, self.rpc)
-        if getattr(getattr(self.brain, "overlap", None), "any", False):
+        self.overlap = overlap_of(self.brain)    # speculate, verify_ahead: the Executor node's (episode/overlap.py)
+        if self.overlap.plan_with_probe:
             from ..errors import ConfigError
-            raise ConfigError(OVERLAP_OVER_ROS)
+            raise ConfigError(graph.PLAN_WITH_PROBE_OVER_ROS)
         self.closing = False
         self._recorder_seen = False
         self.operator: OperatorProxy | None = None
@@ -260,7 +257,14 @@ class PlannerNode(RoleNode):
 class ExecutorNode(RoleNode):
     """Drives the episode machine (``motormind/episode/machine.py``) from its topics: a plan, a
     report or a verdict in; a batch on ``commands``, an ``escalation`` or the ``episode`` end out.
-    Messages from different nodes may arrive in any order: the machine holds each until it applies."""
+    Messages from different nodes may arrive in any order: the machine holds each until it applies.
+
+    With the VLM config's ``overlap`` (speculate, verify_ahead: episode/overlap.py) the machine asks the
+    Executor ahead on this node's ``AheadPool`` (one per episode, closed at its end and on shutdown): the
+    next batch while one runs, the next subgoal's first batch while the Verifier node checks a claim.
+    Such a batch goes on ``commands`` only from the loop head, after the report (or the accepting verdict)
+    it was asked for confirmed it, and through the operator's review; nothing is asked ahead while an
+    operator reviews each batch (approval mode, or the Executor taken over: ``_reviewing``)."""
 
     role = "executor"
     sections = ("executor",)
@@ -278,6 +282,8 @@ class ExecutorNode(RoleNode):
         self._vlm_cv = threading.Condition()      # (heard on the callback thread, read on the worker's)
         self._owed: dict = {}                     # instruction -> node -> calls the plans and verdicts stand on
         self._counted: dict = {}                  # node -> its calls the last end counted
+        self._pool: AheadPool | None = None       # the episode's calls made ahead (overlap)
+        self._by_tag: dict = {}                   # their totals by tag, as the last end heard them
         self.listen("plan", lambda m: self.worker.put(self._feed, "plan", m))
         self.listen("report", lambda m: self.worker.put(self._feed, "report", m))
         self.listen("verdict", lambda m: self.worker.put(self._feed, "verdict", m))
@@ -308,12 +314,32 @@ class ExecutorNode(RoleNode):
                 owed = self._owed.setdefault(str(b.get("instruction", "")), {})
                 owed[b["node"]] = max(owed.get(b["node"], 0), int(b.get("n") or 0))
 
+    # -- overlap (episode/overlap.py) ------------------------------------------------------------------
+    def _tagged(self, kind: str, **data) -> None:
+        """The Executor's record: a call made ahead carries its tag (``ahead``), so it is costed apart."""
+        tag = ahead_tag()
+        self.record(kind, **({**data, "ahead": tag} if tag and kind == EventKind.VLM_CALL else data))
+
+    def _reviewing(self) -> bool:
+        """An operator reviews each batch now: a console attached and in approval mode, or this role taken
+        over (its answers are the operator's). The review itself (``review_batch``) runs on every batch."""
+        op = self.operator
+        return op is not None and (op.approval or self.role in op.takeover)
+
+    def _close_pool(self, wait: bool = True) -> None:
+        """No more calls made ahead; ``wait``: until those under way end (a dropped one is then recorded,
+        numbered and counted)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close(wait=wait)
+
     def _calls(self) -> tuple[int, float]:
         """The episode's VLM calls when it ends (the machine asks once, for its result): per node, its
         calls naming the episode up to the last one this node has heard, once it has heard those its
         own calls and the plans and verdicts it acted on stand on (``vlm_calls_before``; at most
         CALLS_WAIT_S). The end names them (``vlm_counted``): each call on ``events`` says by its node and
         ``call_no`` whether it counts; a Monitor's or Memory's call that ends later does not."""
+        self._close_pool()                        # this node's calls made ahead are all numbered now
         with self._call_lock:
             mine = self._call_no.get(self.instruction, 0)
         with self._vlm_cv:
@@ -327,18 +353,24 @@ class ExecutorNode(RoleNode):
                          f"{missing()}; the count is of those heard")
             per = self.vlm.get(self.instruction, {})
             self._counted = {node: c["n"] for node, c in per.items()}
+            self._by_tag = {t: v for c in per.values() for t, v in (c["totals"].get("by_tag") or {}).items()}
             return sum(self._counted.values()), sum(c["totals"]["latency_s"] for c in per.values())
 
     def on_task(self, msg: dict) -> None:
-        component = ExecutorComponent(Executor(self.brain, self.record), self.cfg, self.prompt_ctx, self.say)
+        self._close_pool()                        # (the last episode's: closed at its end already)
+        pool = self._pool = AheadPool() if self.overlap.any else None
+        component = ExecutorComponent(Executor(self.brain, self._tagged), self.cfg, self.prompt_ctx, self.say)
         self.machine = EpisodeMachine(self.cfg, component, Hooks(
             evaluate=self._evaluate, look=self.look,
             has_success_check=bool(self.settings.executor.privileged_evaluator),
             unfit=lambda: getattr(self.brain, "unfit", "") or "", hold=self._paused,
             review=lambda batch: review_batch(self.operator, batch, self.record, self.say, lambda: self.closing),
+            reviewing=self._reviewing,
             rejection=lambda batch, note: operator_rejection(batch, note, self.cache.state or {}),
             vlm=self._calls, say=self.say,
-            brain=getattr(self.brain, "name", "?"), privileged=bool(getattr(self.brain, "privileged", False))))
+            brain=getattr(self.brain, "name", "?"), privileged=bool(getattr(self.brain, "privileged", False)),
+            overlap=self.overlap, spawn=pool.spawn if pool is not None else None,
+            basis=lambda: scene_basis(self.brain), record=self.record))
         self.send("episode", {"event": "start", "instruction": self.instruction,
                               "brain": getattr(self.brain, "name", "?"),
                               "privileged": bool(getattr(self.brain, "privileged", False))})
@@ -390,6 +422,9 @@ class ExecutorNode(RoleNode):
             # Verify, AwaitPlan: the Verifier and the Planner nodes answer the report and the verdict
 
     # -- the operator (console) -----------------------------------------------------------------
+    def close_role(self) -> None:
+        self._close_pool(wait=False)              # shutting down: a call under way is not waited for
+
     def _paused(self) -> bool:
         return bool(self.operator is not None and self.operator.paused)
 
@@ -398,6 +433,9 @@ class ExecutorNode(RoleNode):
             self.worker.put(lambda: self._act(self.machine.resume()) if self.machine is not None else None)
 
     def _end(self, res) -> None:
+        if res.overlap or self._by_tag:           # what the calls made ahead and dropped cost, as in-process
+            res.overlap = {**(res.overlap or {}), "dropped_cost": dropped_cost(
+                self.machine.overlap_log, self._by_tag, res.vlm_s)}
         out = res.to_json()
         self.send("episode", {"event": "end", "instruction": self.instruction, "result": out,
                               "vlm_counted": dict(self._counted)})

@@ -364,3 +364,48 @@ def test_the_verifier_reads_the_look_the_batch_asked_beside_it_was_asked_from(tm
     assert after_b1(looks["ahead"])[0] == "b2 s2 (beside the verdict on s1)"
     assert "verify s1" not in looks["ahead"]                   # the Verifier took the look asked beside it
     assert len(looks["ahead"]) == len(looks["serial"]) - 1
+
+
+def _reviewed_run(tmp_path, required_from: str):
+    """An episode with an operator's review hook on every batch, a review required from ``required_from``
+    (never | start | b1: switched on while b1 runs, after the call for b2 was asked ahead)."""
+    nxt = cmds(mv("up", 10), DONE)
+    robot, brain = FakeRobot(), ScriptedBrain({"planner": [ONE], "executor": by_report(nxt, nxt)})
+    brain.overlap = Overlap(speculate=True)
+    rec = Recorder(tmp_path)
+    runner = EpisodeRunner(robot, brain, "test task", rec, EpisodeConfig(max_batches=10, monitor=False, memory=False),
+                           success_fn=lambda: False)
+    required, reviewed = [required_from == "start"], []
+
+    def review(batch):
+        reviewed.append(batch["batch_id"])
+        return batch, "executor (operator approved)", ""
+    runner.machine.hooks.review, runner.machine.hooks.reviewing = review, lambda: required[0]
+    if required_from == "b1":
+        runner.controller_listeners.append(
+            lambda k, d: required.__setitem__(0, True) if k == "command_end" and d.get("batch_id") == "b1" else None)
+    res = runner.run()
+    rec.close()
+    return res, reviewed, _events(tmp_path)
+
+
+def test_calls_are_made_ahead_only_while_no_review_is_required_and_every_batch_is_reviewed(tmp_path):
+    """The review rule (the ROS 2 Executor node's ``reviewing``: approval mode, or the Executor taken over):
+    the review hook alone does not turn the overlap off; a required review does, and a batch asked ahead
+    before the review was switched on is dropped, not run. The review sees every batch that runs."""
+    res, reviewed, ev = _reviewed_run(tmp_path / "never", "never")
+    assert reviewed == ["b1", "b2"] and [b for b, _ in ran(ev)] == ["b1", "b2"]
+    assert res.overlap["speculate"] == {"asked": 1, "used": 1, "dropped": 0}
+
+    res, reviewed, ev = _reviewed_run(tmp_path / "start", "start")
+    assert reviewed == ["b1", "b2"] and [b for b, _ in ran(ev)] == ["b1", "b2"]
+    assert not any(e["kind"].startswith("overlap") for e in ev) and len(executor_calls(ev)) == 2
+    assert not any(c.get("ahead") for c in executor_calls(ev))
+
+    res, reviewed, ev = _reviewed_run(tmp_path / "b1", "b1")
+    assert reviewed == ["b1", "b2"] and [b for b, _ in ran(ev)] == ["b1", "b2"]
+    drop = next(e for e in ev if e["kind"] == "overlap_dropped")
+    assert drop["batch_id"] == "b2" and drop["reason"] == "an operator review is required now"
+    calls = executor_calls(ev)
+    assert sorted(c.get("ahead", "") for c in calls) == ["", "", "speculate:b2"]   # b2 asked again, for real
+    assert res.overlap["speculate"] == {"asked": 1, "used": 0, "dropped": 1}

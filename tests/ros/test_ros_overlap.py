@@ -1,0 +1,95 @@
+"""The overlap over ROS 2 (issue 37): `motormind launch fake brain:=openai` with a VLM config that turns
+on `overlap: {speculate, verify_ahead}` runs the Executor's calls ahead in the Executor node, as the
+in-process runner does. The answers come from serve-brain's replay backend (started in each role node,
+a small latency on every call), so the episode is the same every run: b1 moves up (the next batch is
+asked while it runs), b2 claims s1 (s2's first batch is asked beside the Verifier node's verdict), b3
+claims s2. Each batch reaches the Controller once, in order, after what it was asked ahead for came true."""
+import json
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("rclpy")
+
+from motormind.ros import graph, package  # noqa: E402
+from motormind.ros.launcher import Launcher  # noqa: E402
+from motormind.ros.probe import WATCH, Probe  # noqa: E402
+from rostest_util import Log, free_domain  # noqa: E402
+
+LOCAL_ORACLE = Path(__file__).resolve().parents[2] / "configs" / "vlm" / "local-oracle.yaml"
+PLAN = {"schema_version": 1, "reasoning": "up, then down",
+        "subgoals": [{"id": "s1", "description": "raise the hand 30 mm", "success_criterion": "raised"},
+                     {"id": "s2", "description": "lower the hand 10 mm", "success_criterion": "lowered"}]}
+B1 = [{"op": "move", "direction": "up", "distance_mm": 20}]                       # no done: speculated on
+B2 = [{"op": "move", "direction": "up", "distance_mm": 10}, {"op": "done"}]       # claims s1
+B3 = [{"op": "move", "direction": "down", "distance_mm": 10}, {"op": "done"}]     # claims s2 (the last)
+
+
+def _answers(tmp_path):
+    """The record serve-brain's replay backend answers from: each role's answers in order."""
+    ex = [{"schema_version": 1, "rationale": f"batch {i}", "commands": c} for i, c in enumerate((B1, B2, B3), 1)]
+    answers = [("planner", PLAN)] + [("executor", a) for a in ex] + \
+        [("verifier", {"schema_version": 1, "achieved": True, "evidence": "as commanded"})]
+    path = tmp_path / "answers" / "events.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps({"kind": "vlm_call", "role": r, "attempt": 0, "response": json.dumps(a)})
+                            + "\n" for r, a in answers))
+    return path
+
+
+def test_speculate_and_verify_ahead_over_ros(tmp_path):
+    domain = free_domain("overlap")
+    vlm = yaml.safe_load(LOCAL_ORACLE.read_text())        # its client settings; replay answers, not the oracle
+    vlm = {**vlm, "name": "replay-overlap", "serve": "replay", "replay": str(_answers(tmp_path)),
+           "model": "motormind-replay", "probe": False, "latency": {"mean_s": 0.3},
+           "overlap": {"speculate": True, "verify_ahead": True}}
+    (tmp_path / "vlm.yaml").write_text(yaml.safe_dump(vlm))
+    cfg = yaml.safe_load(package.params_file().read_text())
+    cfg["robot"] = {"type": "fake", "realtime": True, "image_size": 64}
+    cfg["controller"]["state_dir"] = str(tmp_path)
+    cfg["episode"] = {"monitor": False, "memory": False}
+    (tmp_path / "motormind.yaml").write_text(yaml.safe_dump(cfg))
+    log = Log()
+    launcher = Launcher("fake", {"brain": "openai", "vlm": str(tmp_path / "vlm.yaml"),
+                                 "config": str(tmp_path / "motormind.yaml")},
+                        env={**graph.ros_env(domain), "ROS_HOME": str(tmp_path / "ros")}, out=log, grace_s=5)
+    probe = Probe(domain_id=domain, watch=WATCH + ("events",))
+    t = threading.Thread(target=launcher.run, daemon=True)
+    t.start()
+    try:
+        probe.wait_for_publishers("events", n=6, timeout=120)
+        probe.wait_for_subscribers("task", n=5, timeout=30)
+        probe.send("task", {"instruction": "raise the hand, then lower it a little", "source": "test"})
+        end = probe.wait_for("episode", lambda m: m.get("event") == "end", timeout=60)
+        msgs = {k: list(v) for k, v in probe.msgs.items()}
+    finally:
+        probe.close()
+        launcher.stop()
+        t.join(timeout=30)
+        print(log.text()[-4000:])
+    res = end["result"]
+    assert res["success"] and res["outcome"] == "success", res
+    # each batch reached the Controller once, in order, with the commands its answer gave
+    batches = [(b["batch_id"], b["commands"]) for b in msgs["commands"]]
+    assert batches == [("b1", B1), ("b2", B2), ("b3", B3)], batches
+    reports = [r for r in msgs["report"] if r.get("batch_id")]
+    assert [(r["batch_id"], r["status"]) for r in reports] == [("b1", "done"), ("b2", "done"), ("b3", "done")]
+    started = [e["batch_id"] for e in msgs["progress"] if e.get("event") == "command_start"]
+    assert started == sorted(started) and [b for b in dict.fromkeys(started)] == ["b1", "b2", "b3"]
+    # the calls made ahead: asked, used, tagged, counted apart
+    ev = [e for e in msgs["events"] if e.get("node") == "executor"]
+    asked = [(e["overlap"], e["batch_id"], e["for_batch"]) for e in ev if e["kind"] == "overlap_ask"]
+    assert asked == [("speculate", "b2", "b1"), ("verify_ahead", "b3", "b2")], asked
+    used = [(e["overlap"], e["batch_id"]) for e in ev if e["kind"] == "overlap_used"]
+    assert used == [("speculate", "b2"), ("verify_ahead", "b3")]
+    assert not any(e["kind"] == "overlap_dropped" for e in ev)
+    calls = [e for e in ev if e["kind"] == "vlm_call" and e["role"] == "executor"]
+    assert [c.get("ahead", "") for c in calls] == ["", "speculate:b2", "verify_ahead:b3"]
+    assert "batch b1 status=done" in calls[1]["user"] and "checking this claim now" in calls[2]["user"]
+    assert res["overlap"]["speculate"] == {"asked": 1, "used": 1, "dropped": 0}
+    assert res["overlap"]["verify_ahead"] == {"asked": 1, "used": 1, "dropped": 0}
+    assert res["overlap"]["dropped_cost"]["calls"] == 0
+    # every call counted: the Planner's, the Executor's three, the Verifier's two
+    assert res["vlm_calls"] == 6 and end["vlm_counted"]["executor"] == 3
