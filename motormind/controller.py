@@ -40,6 +40,12 @@ from .robot import Motion, MotionResult, Observation, Robot
 from .strict_json import check_depth, decode_json, show, writable
 
 
+def _motion_word(cmd) -> str:
+    """What a grasp report calls the motion ``cmd`` made (grasp.py): by its kind, so an op added as
+    a kind of move, rotation or wait is said as one."""
+    return "rotation" if isinstance(cmd, Rotate) else "wait" if isinstance(cmd, Wait) else "move"
+
+
 class CancelToken:
     """Set by the Monitor (or an operator) to cancel what is queued; checked at action boundaries."""
 
@@ -311,7 +317,7 @@ class Controller:
                     and (res.achieved or {}).get("error_mm", math.inf) <= self.profile.tolerances.position_mm):
                 wait_at = np.asarray(res.motion["target_pos_m"], dtype=float)
             if isinstance(cmd, (Move, Rotate, Wait)) and res.status != "rejected":
-                self._say_grasp(res, self.grasp.during({"move": "move", "rotate": "rotation", "wait": "wait"}[cmd.op],
+                self._say_grasp(res, self.grasp.during(_motion_word(cmd),
                                                        gap0, obs.gripper_width_mm))
             if grasp_news and res.status != "rejected":
                 self._say_grasp(res, grasp_news)

@@ -102,7 +102,7 @@ def job_setup(job: Job, run_dir: str):
                           f"{', '.join(BRAINS['fake'])})")
     from ..registry import robot_config
     task, batches = fake_task(job)
-    return EpisodeSetup(robot=robot_config({"type": "fake"}), brain=brain, profile="fake", task=task,
+    return EpisodeSetup(robot=robot_config({"type": job.backend}), brain=brain, profile="fake", task=task,
                         episode=replace(config_for(job), max_batches=batches), **attached)
 
 
