@@ -53,3 +53,18 @@ def free_domain(tag: str = "") -> int:
     d = next((d for d in ids if not any(7400 + 250 * d <= p < 7400 + 250 * (d + 1) for p in bound)), ids[0])
     _GIVEN.add(d)
     return d
+
+
+def bare_node(cls, name: str, **fields):
+    """A role node of ``cls`` as RoleNode builds it, without DDS, its topics captured: (node, sent
+    [(topic, message)]). ``fields``: the node's own attributes (its config, brain, role state)."""
+    import threading
+    node = cls.__new__(cls)
+    sent = []
+    node.get_name = lambda: name
+    node.send = lambda topic, obj: sent.append((topic, obj))
+    node.t0 = time.monotonic()
+    node._call_lock, node._call_no = threading.Lock(), {}
+    for k, v in fields.items():
+        setattr(node, k, v)
+    return node, sent

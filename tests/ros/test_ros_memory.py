@@ -4,7 +4,6 @@ instruction, gets a fresh Memory with that instruction, as each in-process episo
 logic runs here without DDS: a MemoryNode whose publishing is captured."""
 import json
 import threading
-import time
 import types
 
 import pytest
@@ -14,6 +13,7 @@ pytest.importorskip("rclpy")
 from motormind.brains.scripted import ScriptedBrain  # noqa: E402
 from motormind.components import MemoryView  # noqa: E402
 from motormind.ros.role_nodes import MemoryNode, RoleNode  # noqa: E402
+from rostest_util import bare_node  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
 
@@ -25,15 +25,8 @@ def _summary(req):
 
 def _memory_node(brain):
     """A MemoryNode as RoleNode builds it, its topics captured: (node, sent [(topic, message)])."""
-    node = MemoryNode.__new__(MemoryNode)
-    sent = []
-    node.get_name = lambda: "memory"
-    node.send = lambda name, obj: sent.append((name, obj))
-    node.t0 = time.monotonic()
-    node.cfg = types.SimpleNamespace(memory=True)
-    node.brain, node.memory, node.instruction = brain, None, ""
-    node._call_lock, node._call_no = threading.Lock(), {}
-    return node, sent
+    return bare_node(MemoryNode, "memory", cfg=types.SimpleNamespace(memory=True), brain=brain, memory=None,
+                     instruction="")
 
 
 def _episode(node, instruction):

@@ -3,7 +3,6 @@ instruction, gets a fresh Monitor whose prompts state that instruction, as each 
 does (motormind/runner.py); the last episode's closes. The node's episode logic runs here without
 DDS: a MonitorNode whose publishing is captured (as tests/ros/test_ros_memory.py does the Memory's)."""
 import threading
-import time
 import types
 
 import pytest
@@ -12,6 +11,7 @@ pytest.importorskip("rclpy")
 
 from motormind.brains.scripted import ScriptedBrain  # noqa: E402
 from motormind.ros.role_nodes import MonitorNode  # noqa: E402
+from rostest_util import bare_node  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
 NOMINAL = {"schema_version": 1, "cancel": False, "reason": "nominal"}
@@ -19,17 +19,9 @@ NOMINAL = {"schema_version": 1, "cancel": False, "reason": "nominal"}
 
 def _monitor_node(brain):
     """A MonitorNode as RoleNode builds it, its topics captured: (node, sent [(topic, message)])."""
-    node = MonitorNode.__new__(MonitorNode)
-    sent = []
-    node.get_name = lambda: "monitor"
-    node.send = lambda name, obj: sent.append((name, obj))
-    node.t0 = time.monotonic()
-    node.cfg = types.SimpleNamespace(monitor=True)
-    node.brain, node.instruction = brain, ""
-    node.monitor, node.component, node.plan = None, None, []
-    node._call_lock, node._call_no = threading.Lock(), {}
-    node.prompt_ctx = types.SimpleNamespace(facts=types.SimpleNamespace(robot=lambda: "the fake arm"))
-    return node, sent
+    return bare_node(MonitorNode, "monitor", cfg=types.SimpleNamespace(monitor=True), brain=brain, instruction="",
+                     monitor=None, component=None, plan=[],
+                     prompt_ctx=types.SimpleNamespace(facts=types.SimpleNamespace(robot=lambda: "the fake arm")))
 
 
 def _episode(node, instruction, batch_id):
