@@ -245,6 +245,9 @@ class PlanDecision:
     seq: int = 0                      # every decision of this Planner, in order
     verdict: dict | None = None       # the rejected verdict that caused it, with its batch_id (so a reader
                                       # that has not seen that verdict yet can take it into account first)
+    ahead: dict | None = None         # a call asked ahead that this decision settles (the first plan asked
+                                      # beside the camera probe, overlap.plan_with_probe): {kind, tag, dropped:
+                                      # why it was dropped, "" when used}; the Executor's machine counts it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "plan", tuple(self.plan))
@@ -252,14 +255,19 @@ class PlanDecision:
     def to_json(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, "decision": self.kind, "plan_id": self.plan_id, "seq": self.seq,
                 "subgoals": [asdict(s) for s in self.plan], "reason": self.reason, "replans": self.replans,
-                "brain": self.brain, "privileged": self.privileged, "verdict": self.verdict}
+                "brain": self.brain, "privileged": self.privileged, "verdict": self.verdict,
+                **({"ahead": self.ahead} if self.ahead else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "PlanDecision":
         d = _check_version(d, "plan")
+        ahead = d.get("ahead") or None
+        if ahead is not None and not (isinstance(ahead, dict) and isinstance(ahead.get("kind"), str) and all(
+                isinstance(ahead.get(k, ""), str) for k in ("tag", "dropped"))):
+            raise ValueError(f"plan.ahead: must be {{kind: str, tag: str, dropped: str}}, got {ahead!r}")
         return cls(d["decision"], tuple(subgoals_from_json(d.get("subgoals"))), d.get("reason", ""),
                    int(d.get("replans", 0)), int(d.get("plan_id", 0)), d.get("brain", ""),
-                   bool(d.get("privileged", False)), int(d.get("seq", 0)), d.get("verdict"))
+                   bool(d.get("privileged", False)), int(d.get("seq", 0)), d.get("verdict"), ahead)
 
 
 @dataclass(frozen=True)

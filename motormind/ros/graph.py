@@ -14,14 +14,6 @@ from pathlib import Path
 
 from .package import params_file
 
-# issue 37: the overlap options a ROS 2 launch runs (the Executor node: speculate, verify_ahead) and the one it
-# refuses, here (before any node starts) and at every role node's start (a config:= file)
-PLAN_WITH_PROBE_OVER_ROS = (
-    "overlap.plan_with_probe: not over ROS 2: the camera probe and the first plan are the Planner node's, "
-    "while the overlap's bookkeeping (asked, used, dropped, their cost) is the Executor node's episode machine; "
-    "set overlap: {plan_with_probe: false} in the VLM config of a ROS 2 launch (speculate and verify_ahead "
-    "run over ROS 2)")
-
 NAMESPACE = "/motormind"
 
 
@@ -251,13 +243,10 @@ def _check_values(setup: str, a: dict) -> None:
             raise ConfigError(f"brain_script: {str(e).removeprefix('script: ')}") from None
     if a["brain"] == "openai":                   # the VLM config exists and is valid (its endpoint may come later)
         from ..brains.openai_brain import load_vlm_config
-        from ..episode.overlap import Overlap
         try:
-            vlm = load_vlm_config(a["vlm"] or "openai")
+            load_vlm_config(a["vlm"] or "openai")
         except ConfigError as e:
             raise ConfigError(f"vlm: {e}") from None
-        if Overlap.parse(vlm.overlap).plan_with_probe:
-            raise ConfigError(f"vlm: {PLAN_WITH_PROBE_OVER_ROS}")
     if setup == "sim":
         from ..session.checks import check_grid
         check_grid("libero", [a["suite"]], [a["task"]], [a["init_state"]], flags=("suite", "task", "init_state"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from .. import SCHEMA_VERSION
 from ..components import (Context, ExecutorComponent, MemoryView, MonitorComponent, PlannerComponent,
@@ -19,7 +19,7 @@ from ..console.desk import TAKEOVER_ROLES
 from ..controller import CancelToken
 from ..episode.book import unfit_reason
 from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks
-from ..episode.overlap import AheadPool, ahead_tag, overlap_of, scene_basis
+from ..episode.overlap import AheadPool, Overlap, ahead_tag, overlap_of, scene_basis
 from ..grounding.marks import Marker, options_of
 from ..grounding.points import Grounding, convention_of
 from ..messages import Escalation, EventKind, PlanDecision, Report, Verdict, encode
@@ -41,6 +41,8 @@ CALLS_WAIT_S = 2.0
 # once the Controller's state is heard, how long a new task waits for its calibrations and scene facts
 # (latched, sent before its first state: they are there at once from a Controller that is up)
 SETUP_WAIT_S = 5.0
+# overlap.plan_with_probe: the tag of the Planner's first call, asked beside the camera probe (as in-process)
+PROBE_PLAN_TAG = "plan_with_probe:plan"
 
 
 class RoleNode(MotorMindNode):
@@ -51,10 +53,9 @@ class RoleNode(MotorMindNode):
         self.exit_code = None
         self.rpc = RemoteCall(self) if self.setup.brain.type == "oracle" or self.needs_rpc() else None
         self.brain = make_brain(self, self.rpc)
-        self.overlap = overlap_of(self.brain)    # speculate, verify_ahead: the Executor node's (episode/overlap.py)
-        if self.overlap.plan_with_probe:
-            from ..errors import ConfigError
-            raise ConfigError(graph.PLAN_WITH_PROBE_OVER_ROS)
+        # the overlap (episode/overlap.py): speculate and verify_ahead are the Executor node's, plan_with_probe
+        # the Planner node's (its decision carries the outcome to the Executor node's machine)
+        self.overlap = overlap_of(self.brain)
         self.closing = False
         self._recorder_seen = False
         self.operator: OperatorProxy | None = None
@@ -170,6 +171,11 @@ class RoleNode(MotorMindNode):
             self.record(kind, **data)
         return record
 
+    def tagged(self, kind: str, **data) -> None:
+        """The role's record: a call made ahead carries its tag (``ahead``), so it is costed apart."""
+        tag = ahead_tag()
+        self.record(kind, **({**data, "ahead": tag} if tag and kind == EventKind.VLM_CALL else data))
+
     def look(self, label: str = "", after: float | None = None) -> tuple[dict, dict]:
         """(state, the frames as the roles see them), as the runner's ``_look``: the frames marked once
         (``Marker``), the look kept for resolving points (``Grounding.see``) and its grip pixels for the
@@ -208,7 +214,14 @@ class RoleNode(MotorMindNode):
 
 
 class PlannerNode(RoleNode):
-    """task -> plan; a rejected verdict or an escalation -> a new plan decision (PlannerComponent)."""
+    """task -> plan; a rejected verdict or an escalation -> a new plan decision (PlannerComponent).
+
+    Before the first plan the brain's camera probe (``Brain.preflight``). With the VLM config's
+    ``overlap.plan_with_probe`` the first plan is asked beside the probe, on a thread of its own, from the
+    same look (its ``vlm_call`` tagged ``plan_with_probe:plan``); it is published only when the probe found
+    the endpoint fit, otherwise dropped (the decision is the serial loop's: the Planner gives up with the
+    probe's reason). The decision carries the outcome (``PlanDecision.ahead``) to the Executor node, whose
+    episode machine counts and costs it as in-process."""
 
     role = "planner"
     sections = ("planner",)
@@ -225,17 +238,38 @@ class PlannerNode(RoleNode):
             self.worker.put(self._task, {"instruction": instruction, "source": "parameter"})
             self.send("task", {"instruction": instruction, "source": "planner parameter"})
 
+    def _component(self) -> PlannerComponent:
+        return PlannerComponent(Planner(self.brain, self.tagged), self.cfg, self.prompt_ctx, self.record, self.say)
+
     def on_task(self, msg: dict) -> None:
         self.await_recorder()
-        self.component = PlannerComponent(Planner(self.brain, self.record), self.cfg, self.prompt_ctx, self.record,
-                                           self.say)
+        self.component = self._component()
         state, images = self.look("start")
+        first = None                              # overlap.plan_with_probe: the first plan, asked beside the probe
+        if self.overlap.plan_with_probe:          # (on a thread of its own, its call tagged; as runner.py in-process)
+            pool = AheadPool(1)
+            first = pool.spawn(lambda: self.component.start(state, images), PROBE_PLAN_TAG)
+            pool.close(wait=False)                # (the call runs on; nothing else is asked on it)
+            self.record("overlap_ask", overlap="plan_with_probe", batch_id="", for_batch="", subgoal_id="",
+                        tag=PROBE_PLAN_TAG)
         if images:                                # the brain checks it sees the cameras (Brain.preflight)
             self.brain.preflight(images)
         if self.brain.unfit:
-            self._publish(self.component.give_up(unfit_reason(self.brain.unfit)))
+            ahead = None
+            if first is not None:                 # dropped: its call ends first, so the decision stands on it (counted)
+                try:
+                    first.result()
+                except Exception:  # noqa: BLE001 - a call that broke is dropped all the same
+                    pass
+                self.component = self._component()    # the dropped plan leaves nothing behind (as the serial loop)
+                ahead = {"kind": "plan_with_probe", "tag": PROBE_PLAN_TAG,
+                         "dropped": f"the probe found the endpoint unfit: {self.brain.unfit}"}
+            self._publish(replace(self.component.give_up(unfit_reason(self.brain.unfit)), ahead=ahead))
             return
-        self._publish(self.component.start(state, images))
+        if first is None:
+            self._publish(self.component.start(state, images))
+            return
+        self._publish(replace(first.result(), ahead={"kind": "plan_with_probe", "tag": PROBE_PLAN_TAG, "dropped": ""}))
 
     def _publish(self, d: PlanDecision | None, verdict: dict | None = None) -> None:
         if d is None:
@@ -264,7 +298,9 @@ class ExecutorNode(RoleNode):
     next batch while one runs, the next subgoal's first batch while the Verifier node checks a claim.
     Such a batch goes on ``commands`` only from the loop head, after the report (or the accepting verdict)
     it was asked for confirmed it, and through the operator's review; nothing is asked ahead while an
-    operator reviews each batch (approval mode, or the Executor taken over: ``_reviewing``)."""
+    operator reviews each batch (approval mode, or the Executor taken over: ``_reviewing``). The Planner
+    node's first plan asked beside the camera probe (plan_with_probe) is counted here from its decision
+    (``_settle_ahead``)."""
 
     role = "executor"
     sections = ("executor",)
@@ -284,6 +320,7 @@ class ExecutorNode(RoleNode):
         self._counted: dict = {}                  # node -> its calls the last end counted
         self._pool: AheadPool | None = None       # the episode's calls made ahead (overlap)
         self._by_tag: dict = {}                   # their totals by tag, as the last end heard them
+        self._settled: set = set()                # (kind, tag) of the calls other nodes asked ahead, counted
         self.listen("plan", lambda m: self.worker.put(self._feed, "plan", m))
         self.listen("report", lambda m: self.worker.put(self._feed, "report", m))
         self.listen("verdict", lambda m: self.worker.put(self._feed, "verdict", m))
@@ -315,11 +352,6 @@ class ExecutorNode(RoleNode):
                 owed[b["node"]] = max(owed.get(b["node"], 0), int(b.get("n") or 0))
 
     # -- overlap (episode/overlap.py) ------------------------------------------------------------------
-    def _tagged(self, kind: str, **data) -> None:
-        """The Executor's record: a call made ahead carries its tag (``ahead``), so it is costed apart."""
-        tag = ahead_tag()
-        self.record(kind, **({**data, "ahead": tag} if tag and kind == EventKind.VLM_CALL else data))
-
     def _reviewing(self) -> bool:
         """An operator reviews each batch now: a console attached and in approval mode, or this role taken
         over (its answers are the operator's). The review itself (``review_batch``) runs on every batch."""
@@ -359,7 +391,8 @@ class ExecutorNode(RoleNode):
     def on_task(self, msg: dict) -> None:
         self._close_pool()                        # (the last episode's: closed at its end already)
         pool = self._pool = AheadPool() if self.overlap.any else None
-        component = ExecutorComponent(Executor(self.brain, self._tagged), self.cfg, self.prompt_ctx, self.say)
+        self._settled = set()
+        component = ExecutorComponent(Executor(self.brain, self.tagged), self.cfg, self.prompt_ctx, self.say)
         self.machine = EpisodeMachine(self.cfg, component, Hooks(
             evaluate=self._evaluate, look=self.look,
             has_success_check=bool(self.settings.executor.privileged_evaluator),
@@ -395,12 +428,30 @@ class ExecutorNode(RoleNode):
         if kind in ("plan", "verdict"):
             self._owe(msg)
         if kind == "plan":
-            self._act(m.plan(PlanDecision.from_json(msg)))
+            d = PlanDecision.from_json(msg)
+            self._settle_ahead(d)
+            self._act(m.plan(d))
         elif kind == "report":
             if msg.get("batch_id"):               # (a Controller notice, stopped / ready, is about no batch)
                 self._act(m.report(Report.from_json(msg)))
         else:
             self._act(m.verdict(Verdict.from_json(msg), str(msg.get("batch_id", "") or "")))
+
+    def _settle_ahead(self, d: PlanDecision) -> None:
+        """A call another node asked ahead that the decision settles (the Planner node's first plan, asked
+        beside the camera probe: overlap.plan_with_probe): used or dropped, counted and costed by the
+        machine as in-process, once."""
+        a = d.ahead
+        if not a or self.machine.over:
+            return
+        if a["kind"] not in {f.name for f in fields(Overlap)}:
+            self.say(f"plan #{d.plan_id}: ahead names no overlap kind ({a['kind']!r}): not counted")
+            return
+        key = (a["kind"], a.get("tag", ""))
+        if key in self._settled:
+            return
+        self._settled.add(key)
+        self.machine.ahead_outcome(a["kind"], a.get("tag", ""), a.get("dropped", ""))
 
     def _act(self, actions: list) -> None:
         while actions:

@@ -48,6 +48,8 @@ def _report(**kw) -> Report:
     PlanDecision("plan", (Subgoal("s1", "grasp", "held"), Subgoal("s2", "lift", "up")), "why", 1, 2, "oracle",
                  True, 3, {**Verdict("s0", False, "no").to_json(), "batch_id": "b2"}),
     PlanDecision("gave_up", reason="replan limit"),
+    PlanDecision("gave_up", reason="unfit", ahead={"kind": "plan_with_probe", "tag": "plan_with_probe:plan",
+                                                   "dropped": "the probe found the endpoint unfit"}),
     Escalation("3 batches failed", False, 2, "s1", requested=True),
 ], ids=lambda m: type(m).__name__)
 def test_each_message_round_trips_through_its_json(msg):
@@ -58,6 +60,15 @@ def test_each_message_round_trips_through_its_json(msg):
     assert type(back) is type(msg) and encode(back) == d
     if not isinstance(msg, Report):          # (a report's results carry what never travels: the motion)
         assert back == msg
+
+
+def test_a_plan_decision_without_a_call_ahead_is_the_wire_form_it_was():
+    """``ahead`` (overlap.plan_with_probe over ROS 2) travels only when set: a serial loop's plan messages are
+    unchanged, and one from before the field decodes to no call ahead; a malformed one is refused naming it."""
+    d = encode(PlanDecision("plan", (Subgoal("s1", "grasp", "held"),), plan_id=1, seq=1))
+    assert "ahead" not in d and PlanDecision.from_json(d).ahead is None
+    with pytest.raises(ValueError, match=r"^plan\.ahead: must be \{kind: str, tag: str, dropped: str\}"):
+        PlanDecision.from_json({**d, "ahead": {"kind": 3}})
 
 
 def test_a_report_keeps_its_facts_across_the_wire():

@@ -185,9 +185,9 @@ def busy_port():
 def _bad_values(files: Path, busy: int) -> list:
     bad_script = files / "bad.json"
     bad_script.write_text('{"planner": [')
-    probe_first = files / "probe_first.yaml"          # issue 37: the one overlap option a ROS 2 launch refuses
-    probe_first.write_text("model: m\nbase_url: http://127.0.0.1:1/v1\napi_key: x\napi_key_env: null\n"
-                           "overlap: {speculate: true, plan_with_probe: true}\n")
+    bad_overlap = files / "bad_overlap.yaml"          # issue 37: an overlap kind that does not exist
+    bad_overlap.write_text("model: m\nbase_url: http://127.0.0.1:1/v1\napi_key: x\napi_key_env: null\n"
+                           "overlap: {speculate: true, plan_first: true}\n")
     return [
         (["sim", "console:=true", f"console_port:={busy}"],
          f"launch: console_port: cannot serve on 127.0.0.1:{busy}: Address already in use"),
@@ -202,7 +202,8 @@ def _bad_values(files: Path, busy: int) -> list:
         (["xarm6", "robot_ip:=192.168.1.222", "command_port:=0"], "launch: command_port: must be within 1..65535, got 0"),
         (["xarm6", "robot_ip:=192.168.1.222", "camera:=front"], "launch: camera: 'front' is not NAME=SOURCE"),
         (["fake", "brain:=openai", "vlm:=nope"], "launch: vlm: no VLM config 'nope'"),
-        (["fake", "brain:=openai", f"vlm:={probe_first}"], "launch: vlm: overlap.plan_with_probe: not over ROS 2: "),
+        (["fake", "brain:=openai", f"vlm:={bad_overlap}"],
+         f"launch: vlm: {bad_overlap}: overlap: unknown key(s) ['plan_first']"),
         (["fake", f"brain_script:={bad_script}"], f"launch: brain_script: {bad_script}: malformed JSON"),
     ]
 
