@@ -318,15 +318,30 @@ class RemoteOracleBrain(Brain):
         pass
 
 
+def serves_oracle(cfg) -> bool:
+    """An openai brain whose VLM config serves the oracle (``serve: oracle``): over ROS 2 the oracle behind
+    the node's serve-brain is the sim Controller's, reached over the privileged channel (``make_brain``)."""
+    if cfg.type != "openai":
+        return False
+    from ..brains.openai_brain import load_vlm_config
+    return load_vlm_config(cfg.vlm, cfg.vlm_set).serve == "oracle"
+
+
 def make_brain(node: MotorMindNode, rpc: RemoteCall | None):
     """The roles' brain from the configuration's ``brain`` (motormind/registry.py). The oracle runs
-    next to the simulator, in the Controller: here it is reached over the privileged channel."""
+    next to the simulator, in the Controller: here it is reached over the privileged channel, as the
+    brain itself (``brain: oracle``) or behind this node's serve-brain (an openai brain whose VLM config
+    has ``serve: oracle``: every answer through the openai client, the config's latency model and overlap
+    as in-process)."""
     from ..registry import build_brain
     cfg = node.setup.brain
     remote = RemoteOracleBrain(rpc, float(node.settings.nodes.rpc_timeout_s)) if rpc is not None else None
-    if cfg.type == "oracle" and remote is None:
-        raise ConfigError("brain oracle: needs the privileged channel")
+    served = serves_oracle(cfg)
+    if (cfg.type == "oracle" or served) and remote is None:
+        raise ConfigError(f"brain {cfg.type}{' (serve: oracle)' if served else ''}: needs the privileged channel")
     kw = {"remote": remote} if cfg.type == "oracle" else {"queue_name": node.get_name()} if cfg.type == "openai" else {}
+    if served:
+        kw["backend"] = remote
     return build_brain(cfg, None, node.profile, node.record, **kw)
 
 

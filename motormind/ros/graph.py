@@ -244,9 +244,12 @@ def _check_values(setup: str, a: dict) -> None:
     if a["brain"] == "openai":                   # the VLM config exists and is valid (its endpoint may come later)
         from ..brains.openai_brain import load_vlm_config
         try:
-            load_vlm_config(a["vlm"] or "openai")
+            vlm = load_vlm_config(a["vlm"] or "openai")
         except ConfigError as e:
             raise ConfigError(f"vlm: {e}") from None
+        if vlm.serve == "oracle" and setup != "sim":
+            raise ConfigError("vlm: serve: oracle reads the simulator's privileged state: simulation only "
+                              "(over ROS 2 the oracle behind serve-brain is the sim Controller's)")
     if setup == "sim":
         from ..session.checks import check_grid
         check_grid("libero", [a["suite"]], [a["task"]], [a["init_state"]], flags=("suite", "task", "init_state"))

@@ -31,7 +31,7 @@ from ..roles.monitor import Monitor
 from ..roles.planner import Planner
 from ..roles.verifier import Verifier
 from . import graph
-from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain, observation_of
+from .base import MotorMindNode, ObservationCache, RemoteCall, make_brain, observation_of, serves_oracle
 from .operator_proxy import OperatorProxy
 
 
@@ -51,7 +51,8 @@ class RoleNode(MotorMindNode):
     def __init__(self):
         super().__init__()
         self.exit_code = None
-        self.rpc = RemoteCall(self) if self.setup.brain.type == "oracle" or self.needs_rpc() else None
+        self.rpc = RemoteCall(self) if (self.setup.brain.type == "oracle" or serves_oracle(self.setup.brain)
+                                        or self.needs_rpc()) else None
         self.brain = make_brain(self, self.rpc)
         # the overlap (episode/overlap.py): speculate and verify_ahead are the Executor node's, plan_with_probe
         # the Planner node's (its decision carries the outcome to the Executor node's machine)

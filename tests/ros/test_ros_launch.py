@@ -204,6 +204,8 @@ def _bad_values(files: Path, busy: int) -> list:
         (["fake", "brain:=openai", "vlm:=nope"], "launch: vlm: no VLM config 'nope'"),
         (["fake", "brain:=openai", f"vlm:={bad_overlap}"],
          f"launch: vlm: {bad_overlap}: overlap: unknown key(s) ['plan_first']"),
+        (["fake", "brain:=openai", "vlm:=local-oracle"],
+         "launch: vlm: serve: oracle reads the simulator's privileged state: simulation only"),
         (["fake", f"brain_script:={bad_script}"], f"launch: brain_script: {bad_script}: malformed JSON"),
     ]
 
