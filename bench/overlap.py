@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """An episode at a model's pace: episode wall time with the VLM's thinking overlapped with motion
-(``overlap: {speculate, verify_ahead, plan_with_probe}``, motormind/episode/overlap.py) against the
-plain serial loop, on the same episodes.
+(``overlap: {speculate, verify_ahead, plan_with_probe, retry_with_replan}``, motormind/episode/overlap.py)
+against the plain serial loop, on the same episodes.
 
     MUJOCO_GL=osmesa .venv/bin/python bench/overlap.py [--latencies 5,2] [--brains oracle,noisy]
         [--tasks 0-4] [--inits 0-3] [--concurrency 5] [--out runs/bench-overlap] [--report-only]
@@ -29,10 +29,14 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("speculate", "verify_ahead", "plan_with_probe")
+sys.path.insert(0, str(ROOT))
+from motormind.episode.overlap import Overlap  # noqa: E402
+
+KINDS = tuple(f.name for f in fields(Overlap))    # speculate, verify_ahead, plan_with_probe, retry_with_replan
 ON = [a for k in KINDS for a in ("--vlm-set", f"overlap.{k}=true")]
 WAITED = ("probe", "planner", "executor", "verifier")      # the calls the serial loop waits for
 

@@ -283,16 +283,19 @@ class ExecutorComponent:
         that is an unusable answer (recorded ``look_refused``). Its replan request is an escalation.
 
         ``ahead``: asked before its time (``episode/overlap.py``: while the batch before runs, or beside
-        the Verifier), from the report and verdict it names; such an answer changes nothing here (no
-        failure counted, no points taken, no look answered, no escalation) until ``adopt`` uses it: one
-        that is not a batch is simply not used."""
+        the Verifier, or beside the Planner), from the report, verdict and plan it names; such an
+        answer changes nothing here (no failure counted, no points taken, no look answered, no
+        escalation) until ``adopt`` uses it: one that is not a batch is simply not used."""
         sg, g = (ahead.subgoal if ahead else self.subgoal), self.ctx.grounding
         last_report = ahead.report if ahead else self.last_report
-        last_verdict = (ahead.verdict if ahead.verdict is not None else self.last_verdict) if ahead \
-            else self.last_verdict
+        plan = list(ahead.plan) if ahead and ahead.plan is not None else self.plan
+        last_verdict = self.last_verdict
+        if ahead:                 # shown a plan of its own: as after a new plan, no verdict yet
+            last_verdict = None if ahead.plan is not None else \
+                (ahead.verdict if ahead.verdict is not None else self.last_verdict)
         limit, looks = self.cfg.max_looks, 0
         while True:
-            ctx = {**self.ctx.base(state, self.plan), "subgoal_id": sg.id, "subgoal": sg.description,
+            ctx = {**self.ctx.base(state, plan), "subgoal_id": sg.id, "subgoal": sg.description,
                    "criterion": sg.success_criterion, **report_context(last_report),
                    "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
                    "batch_id": batch_id}

@@ -249,10 +249,11 @@ class EpisodeRunner:
             verdict = self.verifier_c.verify(sg, self.executor_c.plan, rep, state, images, self.executor_c.last_verdict)
             self._emit(EventKind.VERDICT, **verdict.to_json())
             return m.verdict(verdict, rep.batch_id)
-        if isinstance(a, Escalate):
-            return m.plan(self.planner_c.on_escalation(a.escalation, self._look))
-        if isinstance(a, AwaitPlan):
-            return m.plan(self.planner_c.on_verdict(a.verdict, self._look))
+        if isinstance(a, (Escalate, AwaitPlan)):     # the Planner reads the look of the call asked beside it
+            look = self._look if a.look is None else (lambda _label, seen=a.look: seen)
+            if isinstance(a, Escalate):
+                return m.plan(self.planner_c.on_escalation(a.escalation, look))
+            return m.plan(self.planner_c.on_verdict(a.verdict, look))
         if isinstance(a, (End, Hold)):      # (in-process the operator's hold waits in _park)
             return []
         raise TypeError(f"unknown action {a!r}")

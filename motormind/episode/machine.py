@@ -23,6 +23,8 @@ Every input returns the actions to take, in order:
                              already taken for a call asked beside it, the Verifier's too)
     Escalate(escalation)     a replan is wanted (the Planner answers with ``plan()``)
     AwaitPlan(verdict)       a rejected verdict: the Planner answers it with ``plan()``
+                             (both with ``look``: the look taken for the Executor call asked beside
+                             the Planner, overlap.retry_with_replan: the Planner's too)
     Hold()                   the operator paused before the next batch: ``resume()`` goes on
     End(result)              the episode is over (``EpisodeResult``)
 
@@ -35,7 +37,7 @@ typed fault kinds.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..messages import Report, Verdict
@@ -43,7 +45,7 @@ from ..results import Word
 from ..text import clip
 from .book import EpisodeBook, EpisodeResult
 from .config import EpisodeConfig
-from .overlap import OFF, Ahead, Overlap, mismatch, moved, predict
+from .overlap import OFF, Ahead, Overlap, mismatch, moved, predict, same_plan
 
 
 class Phase(Word):
@@ -80,11 +82,13 @@ class Verify:
 @dataclass(frozen=True)
 class Escalate:
     escalation: object          # components.Escalation
+    look: tuple | None = None   # (state, images) of the call asked beside the Planner (retry_with_replan)
 
 
 @dataclass(frozen=True)
 class AwaitPlan:
     verdict: Verdict
+    look: tuple | None = None   # as Escalate's
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ class Hooks:
 class Prepared:
     """An Executor call made ahead of its time (``overlap.py``), used at the loop head only when valid."""
     kind: str                   # speculate (while ``for_batch`` runs) | verify_ahead (beside its verdict)
+                                # | retry_with_replan (beside the Planner's answer to ``for_batch``)
     for_batch: str              # the batch whose report (or verdict) decides
     batch_id: str               # the id the batch it proposes takes: the next one
     subgoal_id: str
@@ -138,8 +143,9 @@ class Prepared:
     future: object              # -> components.Proposal
     tag: str
     expected: dict | None = None     # speculate: the state the batch should end in
-    basis: dict | None = None        # speculate: the scene as a scene-reading brain read it
-    look: tuple | None = None        # verify_ahead: (state, images) it was asked from
+    basis: dict | None = None        # speculate, retry_with_replan: the scene as a scene-reading brain read it
+    look: tuple | None = None        # verify_ahead, retry_with_replan: (state, images) it was asked from
+    plan: tuple | None = None        # retry_with_replan: the subgoals it was shown (None: the plan kept)
     valid: bool = False
 
 
@@ -191,7 +197,10 @@ class EpisodeMachine:
         if self.over:
             return []
         if decision is None:
-            return self._head([]) if self.phase is Phase.AWAIT_PLAN else []
+            if self.phase is not Phase.AWAIT_PLAN:
+                return []
+            self._check_retry(None)
+            return self._head([])
         d = decision
         if d.seq > self.applied_seq or not d.seq:
             self.decisions[d.seq or self.applied_seq + 1] = d
@@ -223,9 +232,7 @@ class EpisodeMachine:
         if after.verify:
             self.phase, self.verify_batch = Phase.AWAIT_VERDICT, rep.batch_id
             self._drop("the batch claims its subgoal")        # (a speculation is never made for one)
-            self._ask_beside_verdict(sg, rep)
-            p = self.prep
-            out.append(Verify(sg, rep, p.look if p is not None and p.kind == "verify_ahead" else None))
+            out.append(Verify(sg, rep, self._ask_beside_verdict(sg, rep)))
         elif after.escalate is not None:
             self._escalate(after.escalate, out)
         else:
@@ -270,6 +277,7 @@ class EpisodeMachine:
                     self.applied_seq = max(self.applied_seq, seq)
                     if self.book.on_unfit(self.hooks.unfit()):     # the plan failed: the endpoint cannot see
                         return self._end(out)
+                    self._check_retry(d)
                     self.executor.on_plan(d)
                     if self.book.on_plan(d):
                         return self._end(out)
@@ -300,11 +308,12 @@ class EpisodeMachine:
             self._head(out)
         else:
             self.phase = Phase.AWAIT_PLAN        # the Planner answers the rejection
-            out.append(AwaitPlan(v))
+            out.append(AwaitPlan(v, self._ask_beside_replan(v.subgoal_id)))
 
     def _escalate(self, esc, out: list) -> None:
         self.phase = Phase.AWAIT_PLAN
-        out.append(Escalate(esc))
+        # (the Executor's own replan request is not asked again beside the Planner)
+        out.append(Escalate(esc, None if esc.requested else self._ask_beside_replan(esc.subgoal_id)))
 
     # -- the loop head ------------------------------------------------------------------------------------
     def _head(self, out: list) -> list:
@@ -373,17 +382,59 @@ class EpisodeMachine:
         self._prepare("speculate", batch.get("batch_id", ""), sg, Ahead(sg, report), end, images,
                       expected=end, basis=h.basis())
 
-    def _ask_beside_verdict(self, sg, rep: Report) -> None:
-        """A batch claims ``sg``: the next subgoal's first batch is asked beside the Verifier."""
+    def _ask_beside_verdict(self, sg, rep: Report) -> tuple | None:
+        """A batch claims ``sg``: the next subgoal's first batch is asked beside the Verifier. Returns the
+        look it was asked from (the Verifier's too), or None when nothing was asked."""
         h, ex = self.hooks, self.executor
         if not h.overlap.verify_ahead or h.spawn is None or self._review_required() or ex.idx + 1 >= len(ex.plan):
-            return
+            return None
         nxt = ex.plan[ex.idx + 1]
         pending = Verdict(sg.id, True, "the Verifier is checking this claim now; this batch runs only if it "
                                        "accepts it", "")
-        state, images = h.look(f"b{self.book.batches + 1} {nxt.id} (beside the verdict on {sg.id})")
-        self._prepare("verify_ahead", rep.batch_id, nxt, Ahead(nxt, rep, pending), state, images,
-                      look=(state, images))
+        look = h.look(f"b{self.book.batches + 1} {nxt.id} (beside the verdict on {sg.id})")
+        self._prepare("verify_ahead", rep.batch_id, nxt, Ahead(nxt, rep, pending), *look, look=look)
+        return look
+
+    def _ask_beside_replan(self, about: str) -> tuple | None:
+        """The Planner is asked to replan (a rejected claim on ``about``, an escalation): the Executor is
+        asked for the current subgoal again beside it, as the loop head would ask it after a plan that
+        keeps the remaining subgoals (with replanning off: after ``keep``). Returns the look it was asked
+        from (the Planner's too: nothing moves before the decision), or None when nothing was asked."""
+        h, ex, cfg = self.hooks, self.executor, self.cfg
+        sg = ex.subgoal
+        if not h.overlap.retry_with_replan or h.spawn is None or self._review_required() or sg is None \
+                or (about and about != sg.id) or (cfg.replan and self.book.replans >= cfg.max_replans):
+            return None
+        self._drop("the Planner is asked for a new plan")
+        plan = tuple(ex.plan[ex.idx:]) if cfg.replan else None
+        state, images = h.look(f"b{self.book.batches + 1} {sg.id} (beside the replan)")
+        self._prepare("retry_with_replan", ex.last_report.batch_id if ex.last_report else "", sg,
+                      Ahead(sg, ex.last_report, None, plan), state, images, look=(state, images), plan=plan,
+                      basis=h.basis())
+        return state, images
+
+    def _check_retry(self, d) -> None:
+        """The Planner decided (``d``, None: nothing to change): a call asked beside it (retry_with_replan) is
+        valid when the decision is the plan it was asked under (its subgoals, or the plan kept), and takes
+        the new plan's ids."""
+        p = self.prep
+        if p is None or p.kind != "retry_with_replan":
+            return
+        if d is not None and d.kind == "gave_up":
+            return                                 # the episode ends: dropped there
+        kept = d is None or d.kind == "keep"
+        why = ("" if (p.plan is None) == kept else
+               "the Planner " + ("kept the plan" if kept else "made a new plan") + ", the call was asked for "
+               + ("a new one" if kept else "the plan kept"))
+        if not why and not kept:
+            why = same_plan(p.plan, d.plan)
+        why = why or moved(p.basis, self.hooks.basis())
+        if why:
+            self._drop(why)
+            return
+        if not kept:
+            p.subgoal_id, p.plan_id = d.plan[0].id, d.plan_id
+        p.valid = True
 
     def _review_required(self) -> bool:
         """An operator reviews each batch now (approval mode, or the Executor taken over): nothing is asked
@@ -440,6 +491,8 @@ class EpisodeMachine:
             self._drop(prop.error or "no batch")
             return None
         self.prep = None
+        if prop.batch.get("subgoal_id") != sg.id:  # asked under the plan the new one repeats (retry_with_replan)
+            prop = replace(prop, batch={**prop.batch, "subgoal_id": sg.id})
         ex.adopt(prop)                            # its points, measured in the frames it was shown
         state, images = p.look if p.look is not None else self.hooks.look(f"{p.batch_id} {sg.id}")
         self.overlap_log.append({"kind": p.kind, "batch_id": p.batch_id, "tag": p.tag, "outcome": "used",

@@ -15,6 +15,14 @@ Two overlaps, each off by default (the plain serial loop, as the paper ran it):
                    asked at once and the Planner's first call beside them, from the same look; the
                    plan is used only when the probe finds the endpoint fit, otherwise dropped (the
                    episode ends before its first plan, as in the serial loop). Nothing moves before.
+    retry_with_replan  when the Planner is asked to replan (a rejected claim, an escalation), the
+                   Executor is asked beside it for the current subgoal again, from the same look and
+                   as the loop head would ask it after a plan that keeps the remaining subgoals
+                   (``Ahead.plan``; no verdict yet); the batch is used only if the Planner's decision
+                   is that plan (every remaining subgoal's description and success criterion the
+                   same; the ids may differ) and, for a scene-reading brain, no object moved;
+                   otherwise dropped and the Executor asked from the new plan. Nothing moves while
+                   the Planner thinks.
 
 The episode machine (``machine.py``) owns both decisions; a dropped answer never reaches the Controller.
 """
@@ -42,6 +50,8 @@ class Ahead:
     subgoal: Subgoal
     report: Report | None             # the report it reads: the expected one (speculation) or the claim's
     verdict: Verdict | None = None    # the verdict it reads (None: the last one)
+    plan: tuple | None = None         # the plan it is shown (None: the current one); with it, no verdict
+                                      # is read (as after a new plan: retry_with_replan)
 
 
 @dataclass(frozen=True)
@@ -49,15 +59,16 @@ class Overlap:
     speculate: bool = False       # ask the Executor for the next batch while one runs
     verify_ahead: bool = False    # ask the Verifier and the next subgoal's first batch at once
     plan_with_probe: bool = False  # ask the camera probe's calls at once and the first plan beside them
+    retry_with_replan: bool = False  # ask the Executor for the current subgoal beside the Planner's replan
 
     @property
     def any(self) -> bool:
-        return self.speculate or self.verify_ahead or self.plan_with_probe
+        return any(getattr(self, f.name) for f in fields(self))
 
     @classmethod
     def parse(cls, value, where: str = "overlap") -> "Overlap":
         """``{}``/None (off), ``true`` (all on), ``false`` or ``{speculate: bool, verify_ahead: bool,
-        plan_with_probe: bool}``."""
+        plan_with_probe: bool, retry_with_replan: bool}``."""
         if value is None or value == {}:
             return cls()
         if isinstance(value, bool):
@@ -65,8 +76,8 @@ class Overlap:
         if isinstance(value, Overlap):
             return value
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: must be true, false or {{speculate: bool, verify_ahead: bool, "
-                              f"plan_with_probe: bool}}, got {value!r}")
+            keys = ", ".join(f"{f.name}: bool" for f in fields(cls))
+            raise ConfigError(f"{where}: must be true, false or {{{keys}}}, got {value!r}")
         known = [f.name for f in fields(cls)]
         bad = sorted(set(value) - set(known))
         if bad:
@@ -237,6 +248,20 @@ def mismatch(report: Report, expected_state: dict, profile) -> str:
         return (f"the gripper ended at {float(end.get('gripper_fraction', 0.0)):.2f} of its stroke, predicted "
                 f"{float(expected_state.get('gripper_fraction', 0.0)):.2f} (tolerance {GRIPPER_TOLERANCE:g})")
     return ""
+
+
+def same_plan(asked: tuple, plan) -> str:
+    """Why ``plan`` (the Planner's new one) is not the plan an Executor call was shown (``asked``: the
+    subgoals it was asked under), "" when it is: the same subgoals in order, each with the same
+    description and success criterion (the ids a Planner gives may differ)."""
+    new = [(s.description, s.success_criterion) for s in plan]
+    old = [(s.description, s.success_criterion) for s in asked]
+    if new == old:
+        return ""
+    if len(new) != len(old):
+        return f"the new plan has {len(new)} subgoal(s), the call was asked under {len(old)}"
+    i = next(i for i, (a, b) in enumerate(zip(new, old)) if a != b)
+    return f"the new plan's subgoal {i + 1} is not the one the call was asked under ({new[i][0][:60]!r})"
 
 
 def moved(before: dict | None, after: dict | None) -> str:

@@ -171,6 +171,86 @@ def test_rejected_verdict_drops_the_batch_asked_beside_it(tmp_path):
     assert res.overlap["verify_ahead"] == {"asked": 2, "used": 1, "dropped": 1}
 
 
+SAME_TWO = {"schema_version": 1, "subgoals": [{"id": "t1", "description": "move", "success_criterion": "moved"},
+                                              {"id": "t2", "description": "close", "success_criterion": "closed"}]}
+OTHER_TWO = {"schema_version": 1, "subgoals": [{"id": "u1", "description": "other", "success_criterion": "moved"},
+                                               {"id": "u2", "description": "close", "success_criterion": "closed"}]}
+RETRY = cmds(mv("left", 5), DONE)
+OTHER = cmds(mv("back", 5), DONE)
+
+
+def retry_answer(req):
+    """s1's first batch, s1's retry (any later call for "move"), the other plan's batch, s2's batch."""
+    c = req.context
+    if c["subgoal"] == "other":
+        return OTHER
+    if c["subgoal"] == "close":
+        return S2
+    return S1 if c["batch_id"] == "b1" else RETRY
+
+
+REJECT_THEN_ACCEPT = [{"achieved": False, "evidence": "not there"}, {"achieved": True, "evidence": "ok"},
+                      {"achieved": True, "evidence": "ok"}]
+
+
+def test_batch_asked_beside_the_replan_runs_when_the_new_plan_repeats_the_subgoals(tmp_path, monkeypatch):
+    looks = []
+    look = EpisodeRunner._look
+    monkeypatch.setattr(EpisodeRunner, "_look", lambda self, label: (looks.append(label), look(self, label))[1])
+    res, brain, ev = run(tmp_path, {"planner": [TWO, SAME_TWO], "executor": retry_answer,
+                                    "verifier": REJECT_THEN_ACCEPT}, Overlap(retry_with_replan=True))
+    assert ran(ev) == [("b1", S1["commands"]), ("b2", RETRY["commands"]), ("b3", S2["commands"])]
+    b2 = next(e["batch"] for e in ev if e["kind"] == "batch" and e["batch"]["batch_id"] == "b2")
+    assert b2["subgoal_id"] == "t1"                   # the new plan's id for the subgoal it repeats
+    calls = executor_calls(ev)
+    assert [c.get("ahead", "") for c in calls] == ["", "retry_with_replan:b2", ""]
+    ahead = calls[1]["user"]
+    # asked as the loop head asks after a new plan: the remaining subgoals, no verdict yet, the claim's report
+    assert 'Last verifier verdict: "none"' in ahead and "batch b1 status=done" in ahead and '"id": "s1"' in ahead
+    kinds = [(e["kind"], e.get("overlap")) for e in ev]
+    ask = kinds.index(("overlap_ask", "retry_with_replan"))
+    plans = [i for i, e in enumerate(ev) if e["kind"] == "plan"]
+    assert plans[0] < ask < plans[1] < kinds.index(("overlap_used", "retry_with_replan"))   # beside the replan
+    # one look for both (nothing moves before the decision): the Planner's replan took none of its own
+    assert [x for x in looks if "replan" in x] == ["b2 s1 (beside the replan)"]
+    assert res.overlap["retry_with_replan"] == {"asked": 1, "used": 1, "dropped": 0}
+    assert res.overlap["dropped_cost"]["calls"] == 0
+
+
+def test_batch_asked_beside_the_replan_is_dropped_when_the_plan_changes(tmp_path):
+    res, brain, ev = run(tmp_path, {"planner": [TWO, OTHER_TWO], "executor": retry_answer,
+                                    "verifier": REJECT_THEN_ACCEPT}, Overlap(retry_with_replan=True))
+    assert [c for _, c in ran(ev)][:2] == [S1["commands"], OTHER["commands"]]
+    assert all(c != RETRY["commands"] for _, c in ran(ev))          # the Controller never saw it
+    drop = next(e for e in ev if e["kind"] == "overlap_dropped")
+    assert drop["overlap"] == "retry_with_replan" and "subgoal 1 is not the one" in drop["reason"]
+    assert res.overlap["retry_with_replan"] == {"asked": 1, "used": 0, "dropped": 1}
+    assert res.overlap["dropped_cost"]["calls"] == 1
+
+
+def test_batch_asked_beside_an_escalation_or_a_kept_plan(tmp_path):
+    """An escalation (a batch the Controller rejected, one failure allowed) asks beside the Planner too; with
+    replanning off (the ablation) the Planner keeps the plan, and the call asked as after ``keep`` is used."""
+    bad = cmds({"op": "move", "direction": "forward", "distance_mm": 5000.0})
+
+    def answer(req):
+        return bad if req.context["batch_id"] == "b1" else retry_answer(req)
+    res, brain, ev = run(tmp_path / "esc", {"planner": [TWO, SAME_TWO], "executor": answer},
+                         Overlap(retry_with_replan=True), max_failures_per_subgoal=1)
+    rejected = next(e for e in ev if e["kind"] == "report" and e["batch_id"] == "b1")
+    assert rejected["status"] == "rejected"
+    assert [b for b, _ in ran(ev)][:2] == ["b1", "b2"] and ran(ev)[1][1] == RETRY["commands"]
+    assert res.overlap["retry_with_replan"]["used"] == 1
+
+    res, brain, ev = run(tmp_path / "keep", {"planner": [TWO], "executor": retry_answer,
+                                             "verifier": REJECT_THEN_ACCEPT}, Overlap(retry_with_replan=True),
+                         replan=False)
+    assert [c for _, c in ran(ev)][:2] == [S1["commands"], RETRY["commands"]]
+    ahead = next(c for c in executor_calls(ev) if c.get("ahead"))
+    assert "not there" in ahead["user"]               # after ``keep`` the head still shows the rejection
+    assert res.overlap["retry_with_replan"] == {"asked": 1, "used": 1, "dropped": 0}
+
+
 def test_prediction_and_its_check():
     prof = load_profile("libero_panda")
     st = {"eef_pos_mm": [400.0, 0.0, 200.0], "eef_quat_xyzw": [1.0, 0.0, 0.0, 0.0], "eef_yaw_deg": 0.0,
@@ -191,7 +271,7 @@ def test_prediction_and_its_check():
 
 
 def test_overlap_settings_are_strict():
-    assert Overlap.parse(None) == Overlap() and Overlap.parse(True) == Overlap(True, True, True)
+    assert Overlap.parse(None) == Overlap() and Overlap.parse(True) == Overlap(True, True, True, True)
     assert Overlap.parse(False) == Overlap() and not Overlap().any and Overlap(plan_with_probe=True).any
     assert Overlap.parse({"speculate": True}) == Overlap(speculate=True)
     with pytest.raises(ConfigError, match="overlap: unknown key"):
