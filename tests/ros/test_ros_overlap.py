@@ -1,12 +1,13 @@
 """The overlap over ROS 2 (issue 37): `motormind launch fake brain:=openai` with a VLM config that turns
-on `overlap: true` (speculate, verify_ahead, plan_with_probe) runs the Executor's calls ahead in the
-Executor node and the first plan beside the camera probe in the Planner node, as the in-process runner
-does. The answers come from serve-brain's replay backend (started in each role node, a small latency on
+on `overlap: true` (every kind of episode/overlap.py) runs the Executor's calls ahead in the Executor
+node and the first plan beside the camera probe in the Planner node, as the in-process runner does. The answers come from serve-brain's replay backend (started in each role node, a small latency on
 every call; the camera probe's answers are serve-brain's look at the pixels), so the episode is the same
 every run: the probe's three calls and the plan are asked at once, b1 moves up (the next batch is asked
 while it runs), b2 claims s1 (s2's first batch is asked beside the Verifier node's verdict), b3 claims s2.
 Each batch reaches the Controller once, in order, after what it was asked ahead for came true. A probe that
-finds the endpoint unfit (serve-brain ignores the images) drops the plan asked beside it: nothing moves."""
+finds the endpoint unfit (serve-brain ignores the images) drops the plan asked beside it: nothing moves.
+A rejected claim: the Executor node asks for the subgoal again beside the Planner node's replan
+(retry_with_replan), used when the new plan repeats the subgoals."""
 import json
 import threading
 from pathlib import Path
@@ -30,11 +31,15 @@ B2 = [{"op": "move", "direction": "up", "distance_mm": 10}, {"op": "done"}]     
 B3 = [{"op": "move", "direction": "down", "distance_mm": 10}, {"op": "done"}]     # claims s2 (the last)
 
 
-def _answers(tmp_path):
+def _verdict(achieved: bool) -> dict:
+    return {"schema_version": 1, "achieved": achieved, "evidence": "as commanded" if achieved else "not high enough"}
+
+
+def _answers(tmp_path, plans=1, batches=(B1, B2, B3), verdicts=(True, True)):
     """The record serve-brain's replay backend answers from: each role's answers in order."""
-    ex = [{"schema_version": 1, "rationale": f"batch {i}", "commands": c} for i, c in enumerate((B1, B2, B3), 1)]
-    answers = [("planner", PLAN)] + [("executor", a) for a in ex] + \
-        [("verifier", {"schema_version": 1, "achieved": True, "evidence": "as commanded"})]
+    ex = [{"schema_version": 1, "rationale": f"batch {i}", "commands": c} for i, c in enumerate(batches, 1)]
+    answers = [("planner", PLAN)] * plans + [("executor", a) for a in ex] + \
+        [("verifier", _verdict(v)) for v in verdicts]
     path = tmp_path / "answers" / "events.jsonl"
     path.parent.mkdir()
     path.write_text("".join(json.dumps({"kind": "vlm_call", "role": r, "attempt": 0, "response": json.dumps(a)})
@@ -42,13 +47,13 @@ def _answers(tmp_path):
     return path
 
 
-def _episode(tmp_path, event=None, **vlm_set) -> tuple[dict, dict]:
+def _episode(tmp_path, event=None, answers=None, **vlm_set) -> tuple[dict, dict]:
     """One episode of `motormind launch fake brain:=openai` with the replay answers and ``overlap: true``
-    (``vlm_set``: more of the VLM config): (the episode's end message, every message heard per topic, once
+    (``answers``: ``_answers``' arguments; ``vlm_set``: more of the VLM config): (the episode's end message, every message heard per topic, once
     an ``event`` that satisfies ``event`` is heard too: topics do not keep their order between them)."""
     domain = free_domain("overlap")
     vlm = yaml.safe_load(LOCAL_ORACLE.read_text())        # its client settings; replay answers, not the oracle
-    vlm = {**vlm, "name": "replay-overlap", "serve": "replay", "replay": str(_answers(tmp_path)),
+    vlm = {**vlm, "name": "replay-overlap", "serve": "replay", "replay": str(_answers(tmp_path, **(answers or {}))),
            "model": "motormind-replay", "latency": {"mean_s": 0.3}, "overlap": True, **vlm_set}
     (tmp_path / "vlm.yaml").write_text(yaml.safe_dump(vlm))
     cfg = yaml.safe_load(package.params_file().read_text())
@@ -140,3 +145,20 @@ def test_an_unfit_probe_drops_the_plan_over_ros(tmp_path):
     assert res["overlap"]["plan_with_probe"] == {"asked": 1, "used": 0, "dropped": 1}
     # the dropped plan's call was counted (the decision stands on it) and costed apart
     assert res["vlm_calls"] == 1 and res["overlap"]["dropped_cost"]["calls"] == 1, res
+
+
+def test_retry_with_replan_over_ros(tmp_path):
+    """The Verifier node rejects b1's claim on s1: while the Planner node replans (the same subgoals), the
+    Executor node asks for s1 again beside it; the new plan repeats the subgoals, so that batch runs as b2."""
+    end, msgs = _episode(tmp_path, answers={"plans": 2, "batches": (B2, B2, B3), "verdicts": (False, True, True)},
+                         overlap={"retry_with_replan": True})
+    res = end["result"]
+    assert res["success"] and res["replans"] == 1, res
+    assert [(b["batch_id"], b["commands"]) for b in msgs["commands"]] == [("b1", B2), ("b2", B2), ("b3", B3)]
+    ex = [e for e in msgs["events"] if e.get("node") == "executor"]
+    assert [(e["overlap"], e["batch_id"], e["for_batch"]) for e in ex if e["kind"] == "overlap_ask"] == [
+        ("retry_with_replan", "b2", "b1")]
+    assert [(e["overlap"], e["batch_id"]) for e in ex if e["kind"] == "overlap_used"] == [("retry_with_replan", "b2")]
+    calls = [e for e in ex if e["kind"] == "vlm_call" and e["role"] == "executor"]
+    assert [c.get("ahead", "") for c in calls] == ["", "retry_with_replan:b2", ""]
+    assert res["overlap"]["retry_with_replan"] == {"asked": 1, "used": 1, "dropped": 0}
