@@ -290,16 +290,21 @@ class ExecutorComponent:
         last_report = ahead.report if ahead else self.last_report
         plan = list(ahead.plan) if ahead and ahead.plan is not None else self.plan
         last_verdict = self.last_verdict
-        if ahead:                 # shown a plan of its own: as after a new plan, no verdict yet
-            last_verdict = None if ahead.plan is not None else \
-                (ahead.verdict if ahead.verdict is not None else self.last_verdict)
+        if ahead:                 # shown a plan of its own without a verdict: as after a new plan, none yet
+            last_verdict = ahead.verdict if ahead.verdict is not None else \
+                (None if ahead.plan is not None else self.last_verdict)
         limit, looks = self.cfg.max_looks, 0
         while True:
+            rc = report_context(last_report)
+            if ahead and ahead.note:           # a report asked ahead from says what it is
+                rc["last_report"] = f"{ahead.note}\n{rc['last_report']}"
             ctx = {**self.ctx.base(state, plan), "subgoal_id": sg.id, "subgoal": sg.description,
-                   "criterion": sg.success_criterion, **report_context(last_report),
+                   "criterion": sg.success_criterion, **rc,
                    "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
                    "batch_id": batch_id}
-            ctx, shown = self.ctx.grounded("executor", ctx, state, images, looks_left=max(0, limit - looks))
+            # asked ahead: no look is answered (its frames may be stale by then) and nothing shown once is used up
+            ctx, shown = self.ctx.grounded("executor", ctx, state, images,
+                                           looks_left=0 if ahead else max(0, limit - looks), peek=ahead is not None)
             res = self.executor.propose(ctx, shown)
             if ahead is not None:
                 answer = res.value

@@ -45,7 +45,7 @@ from ..results import Word
 from ..text import clip
 from .book import EpisodeBook, EpisodeResult
 from .config import EpisodeConfig
-from .overlap import OFF, Ahead, Overlap, mismatch, moved, predict, same_plan
+from .overlap import OFF, Ahead, Overlap, expected_note, mismatch, moved, pending_note, predict, same_plan
 
 
 class Phase(Word):
@@ -308,12 +308,14 @@ class EpisodeMachine:
             self._head(out)
         else:
             self.phase = Phase.AWAIT_PLAN        # the Planner answers the rejection
-            out.append(AwaitPlan(v, self._ask_beside_replan(v.subgoal_id)))
+            out.append(AwaitPlan(v, self._ask_beside_replan(
+                v.subgoal_id, f"the Verifier rejected the claim on {v.subgoal_id}: {clip(v.evidence, 300)}")))
 
     def _escalate(self, esc, out: list) -> None:
         self.phase = Phase.AWAIT_PLAN
         # (the Executor's own replan request is not asked again beside the Planner)
-        out.append(Escalate(esc, None if esc.requested else self._ask_beside_replan(esc.subgoal_id)))
+        out.append(Escalate(esc, None if esc.requested else self._ask_beside_replan(
+            esc.subgoal_id, f"no verdict: {clip(esc.reason, 300)}")))
 
     # -- the loop head ------------------------------------------------------------------------------------
     def _head(self, out: list) -> list:
@@ -379,7 +381,8 @@ class EpisodeMachine:
         if pred is None:                          # claims its subgoal (the verdict comes next), or unparsable
             return
         report, end = pred
-        self._prepare("speculate", batch.get("batch_id", ""), sg, Ahead(sg, report), end, images,
+        bid = batch.get("batch_id", "")
+        self._prepare("speculate", bid, sg, Ahead(sg, report, note=expected_note(bid)), end, images,
                       expected=end, basis=h.basis())
 
     def _ask_beside_verdict(self, sg, rep: Report) -> tuple | None:
@@ -390,15 +393,16 @@ class EpisodeMachine:
             return None
         nxt = ex.plan[ex.idx + 1]
         pending = Verdict(sg.id, True, "the Verifier is checking this claim now; this batch runs only if it "
-                                       "accepts it", "")
+                                       "accepts it. Looks are not answered here.", "")
         look = h.look(f"b{self.book.batches + 1} {nxt.id} (beside the verdict on {sg.id})")
         self._prepare("verify_ahead", rep.batch_id, nxt, Ahead(nxt, rep, pending), *look, look=look)
         return look
 
-    def _ask_beside_replan(self, about: str) -> tuple | None:
+    def _ask_beside_replan(self, about: str, why: str) -> tuple | None:
         """The Planner is asked to replan (a rejected claim on ``about``, an escalation): the Executor is
         asked for the current subgoal again beside it, as the loop head would ask it after a plan that
-        keeps the remaining subgoals (with replanning off: after ``keep``). Returns the look it was asked
+        keeps the remaining subgoals (with replanning off: after ``keep``), its verdict saying ``why`` and
+        what is pending (``overlap.pending_note``). Returns the look it was asked
         from (the Planner's too: nothing moves before the decision), or None when nothing was asked."""
         h, ex, cfg = self.hooks, self.executor, self.cfg
         sg = ex.subgoal
@@ -409,7 +413,8 @@ class EpisodeMachine:
         plan = tuple(ex.plan[ex.idx:]) if cfg.replan else None
         state, images = h.look(f"b{self.book.batches + 1} {sg.id} (beside the replan)")
         self._prepare("retry_with_replan", ex.last_report.batch_id if ex.last_report else "", sg,
-                      Ahead(sg, ex.last_report, None, plan), state, images, look=(state, images), plan=plan,
+                      Ahead(sg, ex.last_report, Verdict(sg.id, False, pending_note(why), ""), plan), state, images,
+                      look=(state, images), plan=plan,
                       basis=h.basis())
         return state, images
 

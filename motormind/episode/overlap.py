@@ -49,9 +49,10 @@ class Ahead:
     """What an Executor call made before its time is asked from (``ExecutorComponent.propose``)."""
     subgoal: Subgoal
     report: Report | None             # the report it reads: the expected one (speculation) or the claim's
-    verdict: Verdict | None = None    # the verdict it reads (None: the last one)
-    plan: tuple | None = None         # the plan it is shown (None: the current one); with it, no verdict
-                                      # is read (as after a new plan: retry_with_replan)
+    verdict: Verdict | None = None    # the verdict it reads (None: the last one; with ``plan``: none, as after
+                                      # a new plan), saying what is pending (verify_ahead, retry_with_replan)
+    plan: tuple | None = None         # the plan it is shown (None: the current one)
+    note: str = ""                    # what the report is (speculate: the expected one), shown above it
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,21 @@ def scene_basis(brain) -> dict | None:
             continue
         out[n] = [round(float(a + b_) * 500.0, 1) for a, b_ in zip(lo, hi)]   # the box's centre, mm
     return out
+
+
+def expected_note(batch_id: str) -> str:
+    """What a speculative Executor call is told of the report it reads (shown above it): a model must not
+    take a predicted report and stale images for measured ones."""
+    return (f"EXPECTED, NOT MEASURED: batch {batch_id} is still running. Below is the report it gives if every "
+            f"command ends as commanded, and the robot state above is where that leaves the hand; the images were "
+            f"taken before {batch_id} started. The batch you return runs after {batch_id} only if {batch_id} ends "
+            f"this way; otherwise you are asked again from its real report. Looks are not answered here.")
+
+
+def pending_note(why: str) -> str:
+    """What an Executor call asked beside the Planner (retry_with_replan) is told in its verdict's place."""
+    return (f"{why}; the Planner is making a new plan now. The batch you return runs only if the new plan "
+            f"repeats these subgoals; otherwise you are asked again under the new plan. Looks are not answered here.")
 
 
 def _quat_of(m: np.ndarray) -> list:

@@ -477,15 +477,17 @@ class Grounding:
                 self.record_frame(f"{sh.look}: {sh.name}", {sh.name: sh.image})
         return ms, ss
 
-    def values(self, role: str, state: dict | None = None, looks_left: int | None = None) -> dict:
+    def values(self, role: str, state: dict | None = None, looks_left: int | None = None, peek: bool = False) -> dict:
         """The prompt's ``pointing`` (the answer form) and ``measurements`` (the facts) text. Refusals
-        and regions are shown once: call it once per prompt."""
+        and regions are shown once: call it once per prompt (``peek``: a prompt asked ahead of its time,
+        which may be dropped, shows them and leaves them for the next)."""
         grip = None
         if state and isinstance(state.get("eef_pos_mm"), (list, tuple)) and len(state["eef_pos_mm"]) == 3:
             grip = [float(v) / 1000.0 for v in state["eef_pos_mm"]]
         lines = [f"- {m.text(grip, self.directions)}" for m in self.facts + self.refused]
         lines += [f"- {s.text()}" for s in self.crops]
-        self.refused = []
+        if not peek:
+            self.refused = []
         text = ("none yet" if not lines else
                 "(from your points: base-frame positions, offsets from the grip point now)\n" + "\n".join(lines))
         if role == "executor" and looks_left is not None and self.max_looks is not None and not self.unavailable:
@@ -494,12 +496,14 @@ class Grounding:
                                         self.unavailable),          # text: that stays the same bytes, for caching)
                 "measurements": text}
 
-    def prompt(self, role: str, state: dict | None = None, looks_left: int | None = None) -> tuple[dict, dict]:
+    def prompt(self, role: str, state: dict | None = None, looks_left: int | None = None,
+               peek: bool = False) -> tuple[dict, dict]:
         """(the prompt's values: ``values``, the crops it shows: ``take_crops``) for one prompt."""
-        return self.values(role, state, looks_left), self.take_crops()
+        return self.values(role, state, looks_left, peek), self.take_crops(peek)
 
-    def take_crops(self) -> dict:
-        """The crops waiting for the next prompt (name -> image), each given once."""
+    def take_crops(self, peek: bool = False) -> dict:
+        """The crops waiting for the next prompt (name -> image), each given once (``peek``: left for the next)."""
         out = {s.name: s.image for s in self.crops if s.image is not None}
-        self.crops = []
+        if not peek:
+            self.crops = []
         return out

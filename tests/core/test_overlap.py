@@ -79,6 +79,9 @@ def test_speculative_batch_is_used_when_the_report_matches(tmp_path):
     assert len(calls) == 2 and calls[1].get("ahead") == "speculate:b2"   # asked once, while b1 ran
     spec = calls[1]["user"]
     assert "batch b1 status=done" in spec
+    # told that the report and state are the expected ones and the images older, and that looks wait
+    assert "EXPECTED, NOT MEASURED: batch b1 is still running" in spec and "Looks left before this batch: 0" in spec
+    assert "EXPECTED" not in calls[0]["user"]
     # asked from the state b1 should reach: 20 mm forward and 10 mm left of the start
     rep = next(e for e in ev if e["kind"] == "report" and e["batch_id"] == "b1")
     start = rep["start_state"]["eef_pos_mm"]
@@ -205,8 +208,11 @@ def test_batch_asked_beside_the_replan_runs_when_the_new_plan_repeats_the_subgoa
     calls = executor_calls(ev)
     assert [c.get("ahead", "") for c in calls] == ["", "retry_with_replan:b2", ""]
     ahead = calls[1]["user"]
-    # asked as the loop head asks after a new plan: the remaining subgoals, no verdict yet, the claim's report
-    assert 'Last verifier verdict: "none"' in ahead and "batch b1 status=done" in ahead and '"id": "s1"' in ahead
+    # asked as the loop head asks after a new plan (the remaining subgoals, the claim's report), told why and
+    # what is pending in the verdict's place, and that no look is answered
+    assert "batch b1 status=done" in ahead and '"id": "s1"' in ahead
+    assert "rejected the claim on s1: not there; the Planner is making a new plan now" in ahead
+    assert "Looks left before this batch: 0" in ahead
     kinds = [(e["kind"], e.get("overlap")) for e in ev]
     ask = kinds.index(("overlap_ask", "retry_with_replan"))
     plans = [i for i, e in enumerate(ev) if e["kind"] == "plan"]

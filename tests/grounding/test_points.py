@@ -187,6 +187,24 @@ def test_a_region_request_shows_a_crop_in_the_next_prompt():
     assert ev["ok"] and ev["size"] == [17, 13] and ev["name"] == "front region 1"
 
 
+def test_a_prompt_asked_ahead_shows_the_crops_and_leaves_them_for_the_next():
+    """An Executor call asked ahead of its time (episode/overlap.py) may be dropped: it shows the regions asked
+    for and the refused points (``peek``), and the next prompt shows them again; a prompt in its turn uses them up."""
+    robot = FakeRobot(image_size=SIZE, start_pos_m=(0.4, 0.0, 0.2))
+    u, v = _pixel(robot, robot.pos)
+    look = {"regions": [{"camera": "front", "box": [u - 8, v - 6, u + 8, v + 6], "label": "the tool"}],
+            "points": [{"camera": "front", "pixel": [-5, 10], "label": "off the image"}]}
+    robot, brain, rec, runner, result = _episode([look, B1], robot=robot)
+    g = runner.grounding
+    g.see("again", robot.observe(images=True, depth=True), {})
+    g.take("executor", look)                          # asked again: a crop and a refusal wait for the next prompt
+    ahead, crops = g.prompt("executor", None, peek=True)
+    assert "front region" in " ".join(crops) and "off the image" in ahead["measurements"]
+    now, crops2 = g.prompt("executor", None)
+    assert crops2.keys() == crops.keys() and "off the image" in now["measurements"]
+    assert g.take_crops() == {} and "off the image" not in g.prompt("executor", None)[0]["measurements"]
+
+
 def test_a_region_is_cut_from_a_larger_render_when_the_robot_can_render_one():
     class Renders(FakeRobot):
         def render(self, camera, size):
