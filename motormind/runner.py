@@ -19,7 +19,7 @@ from .episode.book import EpisodeResult
 from .episode.config import EpisodeConfig
 from .episode.machine import (AwaitPlan, Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks,
                               Verify)
-from .episode.overlap import AheadPool, ahead_tag, overlap_of, scene_basis
+from .episode.overlap import PROBE_PLAN_TAG, AheadPool, ahead_tag, overlap_of, scene_basis
 from .grounding.marks import Marker, options_of
 from .grounding.points import Grounding, convention_of
 from .messages import EventKind, Report
@@ -216,13 +216,13 @@ class EpisodeRunner:
         state, images = self._look("start")
         first = None                    # overlap.plan_with_probe: the first plan, asked beside the probe
         if self.overlap.plan_with_probe and self._pool is not None and getattr(self.brain, "preflight", None):
-            first = self._pool.spawn(lambda: self.planner_c.start(state, images), "plan_with_probe:plan")
+            first = self._pool.spawn(lambda: self.planner_c.start(state, images), PROBE_PLAN_TAG)
             self.rec("overlap_ask", overlap="plan_with_probe", batch_id="", for_batch="", subgoal_id="",
-                     tag="plan_with_probe:plan")
+                     tag=PROBE_PLAN_TAG)
         self._preflight(images)
         if first is not None:           # used only when the probe found the endpoint fit
             unfit = self._unfit()
-            m.ahead_outcome("plan_with_probe", "plan_with_probe:plan",
+            m.ahead_outcome("plan_with_probe", PROBE_PLAN_TAG,
                             f"the probe found the endpoint unfit: {unfit}" if unfit else "")
         actions = m.start()
         if not m.over:

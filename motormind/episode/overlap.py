@@ -90,6 +90,7 @@ class Overlap:
 
 
 OFF = Overlap()
+PROBE_PLAN_TAG = "plan_with_probe:plan"     # the first plan's call asked beside the camera probe (its ``ahead``)
 
 
 _AHEAD = threading.local()

@@ -19,7 +19,7 @@ from ..console.desk import TAKEOVER_ROLES
 from ..controller import CancelToken
 from ..episode.book import unfit_reason
 from ..episode.machine import Deliver, End, EpisodeMachine, Escalate, Execute, Hold, Hooks
-from ..episode.overlap import AheadPool, Overlap, ahead_tag, overlap_of, scene_basis
+from ..episode.overlap import PROBE_PLAN_TAG, AheadPool, Overlap, ahead_tag, overlap_of, scene_basis
 from ..grounding.marks import Marker, options_of
 from ..grounding.points import Grounding, convention_of
 from ..messages import Escalation, EventKind, PlanDecision, Report, Verdict, encode
@@ -41,8 +41,6 @@ CALLS_WAIT_S = 2.0
 # once the Controller's state is heard, how long a new task waits for its calibrations and scene facts
 # (latched, sent before its first state: they are there at once from a Controller that is up)
 SETUP_WAIT_S = 5.0
-# overlap.plan_with_probe: the tag of the Planner's first call, asked beside the camera probe (as in-process)
-PROBE_PLAN_TAG = "plan_with_probe:plan"
 
 
 class RoleNode(MotorMindNode):
