@@ -4,7 +4,7 @@
 against the plain serial loop, on the same episodes.
 
     MUJOCO_GL=osmesa .venv/bin/python bench/overlap.py [--latencies 5,2] [--brains oracle,noisy]
-        [--tasks 0-4] [--inits 0-3] [--concurrency 5] [--out runs/bench-overlap] [--report-only]
+        [--tasks 0-4] [--inits 0-3] [--concurrency 5] [--out runs/bench-overlap] [--report-only] [--waits N]
 
 Each brain answers through the real openai client and serve-brain's latency model
 (configs/vlm/local-oracle.yaml, ``latency.mean_s=L``: every call held L s): the oracle, and the noisy
@@ -16,7 +16,8 @@ flight. Printed per pair: successes, median steps, mean episode wall, the serial
 serial loop waits for: camera probe, Planner, Executor, Verifier, plus motion, from each episode's
 record), the wall ratio (overlap / serial: of the mean walls, and the median of the per-episode
 ratios), the early calls asked / used / dropped per kind and the dropped calls' share of the model
-seconds, and the machine's load average while the pair ran. Goal: a wall ratio of at most 0.6 at
+seconds, the machine's load average while the pair ran, and where each mode waited between motions
+(``waits``: the waits keyed by the plans, verdicts and calls between a report and the next batch). Goal: a wall ratio of at most 0.6 at
 5 s a call with no success lost. Never fails on speed; on a loaded machine the walls carry that load.
 """
 from __future__ import annotations
@@ -82,6 +83,41 @@ def from_record(r: dict) -> tuple[float, float]:
         elif e.get("kind") == "plan" and plan is None:
             plan = float(e["t"])
     return s, (plan - first) if plan is not None and first is not None else 0.0
+
+
+def waits(rs: list[dict]) -> list[tuple[str, int, float]]:
+    """Where an episode waited between motions: for each batch (and the end), the time from the report
+    before it (the episode's start for the first) to its start, keyed by what happened in between, in order:
+    P (a plan arrived), V+ / V- (an accepting / rejecting verdict), E (an Executor call answered in its
+    turn), U:kind / D:kind (a call asked ahead used / dropped), R:status (the report). Returns
+    (key, count, seconds per episode), the largest first."""
+    short = {"plan": "P", "verdict": "V"}
+    out: dict = {}
+    for r in rs:
+        p = Path(r.get("run_dir") or "") / "events.jsonl"
+        if not p.exists():
+            continue
+        events = [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+        last, seq = events[0]["t"] if events else 0.0, []
+        end_t = last + float(r.get("episode_s", 0.0) or 0.0)      # the machine's end (later events: closing)
+        for e in events:
+            k = e.get("kind")
+            if k in short:
+                seq.append(short[k] + ("" if k == "plan" else "+" if e.get("achieved") else "-"))
+            elif k in ("overlap_used", "overlap_dropped"):
+                seq.append(("U:" if k == "overlap_used" else "D:") + e.get("overlap", ""))
+            elif k == "vlm_call" and e.get("role") == "executor" and not e.get("ahead"):
+                seq.append("E")
+            elif k == "report":
+                last, seq = e["t"], [f"R:{e.get('status', '')}"]
+            elif k in ("batch", "episode_end"):
+                key = " ".join(seq) + (" end" if k == "episode_end" else "")
+                t = min(e["t"], end_t) if k == "episode_end" else e["t"]
+                n, sec = out.get(key, (0, 0.0))
+                out[key] = (n + 1, sec + max(0.0, t - last))
+                seq = []
+    n_eps = max(1, len(rs))
+    return sorted(((k, n, sec / n_eps) for k, (n, sec) in out.items()), key=lambda x: -x[2])
 
 
 def figures(rs: list[dict]) -> dict:
@@ -161,6 +197,8 @@ def main() -> int:
     ap.add_argument("--inits", default="0-3")
     ap.add_argument("--concurrency", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench-overlap"))
+    ap.add_argument("--waits", type=int, default=8, metavar="N",
+                    help="print the N largest waits between motions, by what happened in between (0: none)")
     ap.add_argument("--report-only", action="store_true",
                     help="run nothing: print the figures of the runs already in --out (an interrupted bench's too)")
     a = ap.parse_args()
@@ -205,6 +243,11 @@ def main() -> int:
                    "load": load.stop() if load else {"mean": "-", "max": "-"}, "bench_s": round(time.monotonic() - t0, 1)}
             table.append(row)
             print(line(brain, lat, row), flush=True)
+            if a.waits:
+                for m, rs in got.items():
+                    print(f"       where {m} waited (s per episode, count, between the report and the next batch):")
+                    for k, n, sec in waits(rs)[:a.waits]:
+                        print(f"         {sec:5.1f} s  {n:3d}x  {k}")
             if row["success_lost"] or row["success_won"]:
                 print(f"       episodes lost with overlap {row['success_lost']}, won {row['success_won']}", flush=True)
             if not a.report_only:
