@@ -292,9 +292,10 @@ class ExecutorNode(RoleNode):
     report or a verdict in; a batch on ``commands``, an ``escalation`` or the ``episode`` end out.
     Messages from different nodes may arrive in any order: the machine holds each until it applies.
 
-    With the VLM config's ``overlap`` (speculate, verify_ahead: episode/overlap.py) the machine asks the
-    Executor ahead on this node's ``AheadPool`` (one per episode, closed at its end and on shutdown): the
-    next batch while one runs, the next subgoal's first batch while the Verifier node checks a claim.
+    With the VLM config's ``overlap`` (speculate, verify_ahead, retry_with_replan: episode/overlap.py) the
+    machine asks the Executor ahead on this node's ``AheadPool`` (one per episode, closed at its end and on
+    shutdown): the next batch while one runs, the next subgoal's first batch while the Verifier node checks
+    a claim, the subgoal again while the Planner node replans.
     Such a batch goes on ``commands`` only from the loop head, after the report (or the accepting verdict)
     it was asked for confirmed it, and through the operator's review; nothing is asked ahead while an
     operator reviews each batch (approval mode, or the Executor taken over: ``_reviewing``). The Planner
