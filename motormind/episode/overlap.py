@@ -1,6 +1,6 @@
 """Overlapping the VLM's thinking with the arm's motion: the settings, the prediction, the check.
 
-Two overlaps, each off by default (the plain serial loop, as the paper ran it):
+Four overlaps, each off by default (the plain serial loop, as the paper ran it):
 
     speculate      while a batch runs, the Executor is asked for the next one from the state the batch
                    is expected to reach (``predict``: the predicted end pose from the commanded targets
@@ -18,13 +18,17 @@ Two overlaps, each off by default (the plain serial loop, as the paper ran it):
     retry_with_replan  when the Planner is asked to replan (a rejected claim, an escalation), the
                    Executor is asked beside it for the current subgoal again, from the same look and
                    as the loop head would ask it after a plan that keeps the remaining subgoals
-                   (``Ahead.plan``; no verdict yet); the batch is used only if the Planner's decision
+                   (``Ahead.plan``); the batch is used only if the Planner's decision
                    is that plan (every remaining subgoal's description and success criterion the
                    same; the ids may differ) and, for a scene-reading brain, no object moved;
                    otherwise dropped and the Executor asked from the new plan. Nothing moves while
                    the Planner thinks.
 
-The episode machine (``machine.py``) owns both decisions; a dropped answer never reaches the Controller.
+A call asked ahead is told what it is (a model must not take it for a stale request): a speculative
+one that its report is the expected one and its images older (``expected_note``), the others in the
+verdict's place what is pending (``pending_note``); none is answered a look (0 looks left).
+
+The episode machine (``machine.py``) decides; a dropped answer never reaches the Controller.
 """
 from __future__ import annotations
 
