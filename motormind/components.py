@@ -39,7 +39,7 @@ from .episode.config import EpisodeConfig
 from .episode.overlap import Ahead
 from .grounding.points import Grounding, replan_of
 from .results import Status
-from .roles.base import quote_id, quote_text
+from .roles.base import RoleResult, quote_id, quote_text
 from .messages import CommandResult, Escalation, PlanDecision, Report, Subgoal, Verdict
 from .roles.facts import PromptFacts
 from .text import clip
@@ -277,7 +277,8 @@ class ExecutorComponent:
             esc = self._escalation(f"the executor failed to give a usable batch {self.fails} times ({error})")
         return Proposal(None, esc, res.brain, res.privileged, error, ctx)
 
-    def propose(self, state: dict, images: dict, batch_id: str, *, ahead: "Ahead | None" = None) -> Proposal:
+    def propose(self, state: dict, images: dict, batch_id: str, *, ahead: "Ahead | None" = None,
+                begin: Proposal | None = None) -> Proposal:
         """The Executor's next batch. Its looks (points or regions and no commands) are answered here at
         once, with no control step and no batch, up to ``cfg.max_looks`` before each batch; a look past
         that is an unusable answer (recorded ``look_refused``). Its replan request is an escalation.
@@ -285,7 +286,10 @@ class ExecutorComponent:
         ``ahead``: asked before its time (``episode/overlap.py``: while the batch before runs, or beside
         the Verifier, or beside the Planner), from the report, verdict and plan it names; such an
         answer changes nothing here (no failure counted, no points taken, no look answered, no
-        escalation) until ``adopt`` uses it: one that is not a batch is simply not used."""
+        escalation) until ``adopt`` uses it: one that is not a batch is simply not used. A look is answered
+        only where ``ahead.looks`` says its frames stay the current ones (beside the Verifier or the Planner:
+        nothing moves); it comes back as a proposal without a batch, and the loop head goes on from it
+        (``begin``: its answer taken as this call's first, its points measured in the same frames)."""
         sg, g = (ahead.subgoal if ahead else self.subgoal), self.ctx.grounding
         last_report = ahead.report if ahead else self.last_report
         plan = list(ahead.plan) if ahead and ahead.plan is not None else self.plan
@@ -295,22 +299,31 @@ class ExecutorComponent:
                 (None if ahead.plan is not None else self.last_verdict)
         limit, looks = self.cfg.max_looks, 0
         while True:
-            rc = report_context(last_report)
-            if ahead and ahead.note:           # a report asked ahead from says what it is
-                rc["last_report"] = f"{ahead.note}\n{rc['last_report']}"
-            ctx = {**self.ctx.base(state, plan), "subgoal_id": sg.id, "subgoal": sg.description,
-                   "criterion": sg.success_criterion, **rc,
-                   "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
-                   "batch_id": batch_id}
-            # asked ahead: no look is answered (its frames may be stale by then) and nothing shown once is used up
-            ctx, shown = self.ctx.grounded("executor", ctx, state, images,
-                                           looks_left=0 if ahead else max(0, limit - looks), peek=ahead is not None)
-            res = self.executor.propose(ctx, shown)
+            if begin is not None:              # a look answered ahead: its answer is this call's first
+                ctx, res = begin.context, RoleResult(begin.answer, begin.brain, begin.privileged, 0)
+                begin = None
+            else:
+                rc = report_context(last_report)
+                if ahead and ahead.note:       # a report asked ahead from says what it is
+                    rc["last_report"] = f"{ahead.note}\n{rc['last_report']}"
+                ctx = {**self.ctx.base(state, plan), "subgoal_id": sg.id, "subgoal": sg.description,
+                       "criterion": sg.success_criterion, **rc,
+                       "last_verdict": json.dumps(last_verdict.to_json()) if last_verdict else "none",
+                       "batch_id": batch_id}
+                # asked ahead: nothing shown once is used up, and no look offered where its frames may be
+                # stale by the time it is answered (a speculation's)
+                left = 0 if ahead and not ahead.looks else max(0, limit - looks)
+                ctx, shown = self.ctx.grounded("executor", ctx, state, images, looks_left=left,
+                                               peek=ahead is not None)
+                res = self.executor.propose(ctx, shown)
             if ahead is not None:
                 answer = res.value
                 if answer is None or "commands" not in answer or replan_of(answer) is not None:
-                    why = res.error or ("a replan request" if answer and replan_of(answer) is not None else "a look")
-                    return Proposal(None, None, res.brain, res.privileged, f"not a batch: {why}", ctx)
+                    replan = answer is not None and replan_of(answer) is not None
+                    why = res.error or ("a replan request" if replan else "a look")
+                    look = answer is not None and not replan and ahead.looks
+                    return Proposal(None, None, res.brain, res.privileged, f"not a batch: {why}", ctx,
+                                    answer if look else None)
                 batch = {k: v for k, v in answer.items() if k in BATCH_FIELDS}
                 return Proposal({**batch, "batch_id": batch_id, "subgoal_id": sg.id}, None, res.brain,
                                 res.privileged, "", ctx, answer)

@@ -146,6 +146,7 @@ class Prepared:
     basis: dict | None = None        # speculate, retry_with_replan: the scene as a scene-reading brain read it
     look: tuple | None = None        # verify_ahead, retry_with_replan: (state, images) it was asked from
     plan: tuple | None = None        # retry_with_replan: the subgoals it was shown (None: the plan kept)
+    frame: object = None             # the grounding frame current when it was asked (its points' pixels)
     valid: bool = False
 
 
@@ -345,6 +346,8 @@ class EpisodeMachine:
             bid = book.next_batch_id()
             if taken is not None:                # asked ahead, and still what this head would ask
                 prop, state, images = taken
+                if prop.batch is None:           # it asked for a look first: answered here, then asked on
+                    prop = self.executor.propose(state, images, bid, begin=prop)
             else:
                 state, images = h.look(f"{bid} {sg.id}")
                 prop = self.executor.propose(state, images, bid)
@@ -369,7 +372,7 @@ class EpisodeMachine:
         tag = f"{kind}:{bid}"
         ex = self.executor
         fut = self.hooks.spawn(lambda: ex.propose(state, images, bid, ahead=ahead), tag)
-        self.prep = Prepared(kind, for_batch, bid, sg.id, ex.plan_id, fut, tag, **kw)
+        self.prep = Prepared(kind, for_batch, bid, sg.id, ex.plan_id, fut, tag, frame=ex.ctx.grounding.frame, **kw)
         self.hooks.record("overlap_ask", overlap=kind, batch_id=bid, for_batch=for_batch, subgoal_id=sg.id, tag=tag)
 
     def _speculate(self, batch: dict, sg, state: dict, images: dict) -> None:
@@ -393,9 +396,9 @@ class EpisodeMachine:
             return None
         nxt = ex.plan[ex.idx + 1]
         pending = Verdict(sg.id, True, "the Verifier is checking this claim now; this batch runs only if it "
-                                       "accepts it. Looks are not answered here.", "")
+                                       "accepts it", "")
         look = h.look(f"b{self.book.batches + 1} {nxt.id} (beside the verdict on {sg.id})")
-        self._prepare("verify_ahead", rep.batch_id, nxt, Ahead(nxt, rep, pending), *look, look=look)
+        self._prepare("verify_ahead", rep.batch_id, nxt, Ahead(nxt, rep, pending, looks=True), *look, look=look)
         return look
 
     def _ask_beside_replan(self, about: str, why: str) -> tuple | None:
@@ -413,8 +416,8 @@ class EpisodeMachine:
         plan = tuple(ex.plan[ex.idx:]) if cfg.replan else None
         state, images = h.look(f"b{self.book.batches + 1} {sg.id} (beside the replan)")
         self._prepare("retry_with_replan", ex.last_report.batch_id if ex.last_report else "", sg,
-                      Ahead(sg, ex.last_report, Verdict(sg.id, False, pending_note(why), ""), plan), state, images,
-                      look=(state, images), plan=plan,
+                      Ahead(sg, ex.last_report, Verdict(sg.id, False, pending_note(why), ""), plan, looks=True),
+                      state, images, look=(state, images), plan=plan,
                       basis=h.basis())
         return state, images
 
@@ -492,13 +495,18 @@ class EpisodeMachine:
             prop = None
             self._drop(f"the call failed: {type(e).__name__}: {e}")
             return None
-        if prop.batch is None:
+        look = prop.batch is None and prop.answer is not None      # a look, answered only in the frames it saw
+        if look and (p.look is None or ex.ctx.grounding.frame is not p.frame):
+            self._drop("a look, in frames no longer the current ones")
+            return None
+        if prop.batch is None and not look:
             self._drop(prop.error or "no batch")
             return None
         self.prep = None
-        if prop.batch.get("subgoal_id") != sg.id:  # asked under the plan the new one repeats (retry_with_replan)
-            prop = replace(prop, batch={**prop.batch, "subgoal_id": sg.id})
-        ex.adopt(prop)                            # its points, measured in the frames it was shown
+        if not look:                              # (a look: the loop head goes on from it, propose's ``begin``)
+            if prop.batch.get("subgoal_id") != sg.id:   # asked under the plan the new one repeats (retry_with_replan)
+                prop = replace(prop, batch={**prop.batch, "subgoal_id": sg.id})
+            ex.adopt(prop)                        # its points, measured in the frames it was shown
         state, images = p.look if p.look is not None else self.hooks.look(f"{p.batch_id} {sg.id}")
         self.overlap_log.append({"kind": p.kind, "batch_id": p.batch_id, "tag": p.tag, "outcome": "used",
                                  "reason": ""})

@@ -26,7 +26,9 @@ Four overlaps, each off by default (the plain serial loop, as the paper ran it):
 
 A call asked ahead is told what it is (a model must not take it for a stale request): a speculative
 one that its report is the expected one and its images older (``expected_note``), the others in the
-verdict's place what is pending (``pending_note``); none is answered a look (0 looks left).
+verdict's place what is pending (``pending_note``). A look asked for beside the Verifier or the Planner is
+answered at the loop head when the call is used (its frames are still the current ones); a speculation
+is offered none (its images are older than the state it reads).
 
 The episode machine (``machine.py``) decides; a dropped answer never reaches the Controller.
 """
@@ -57,6 +59,7 @@ class Ahead:
                                       # a new plan), saying what is pending (verify_ahead, retry_with_replan)
     plan: tuple | None = None         # the plan it is shown (None: the current one)
     note: str = ""                    # what the report is (speculate: the expected one), shown above it
+    looks: bool = False               # a look is answered: its frames stay the current ones (nothing moves)
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,7 @@ def expected_note(batch_id: str) -> str:
 def pending_note(why: str) -> str:
     """What an Executor call asked beside the Planner (retry_with_replan) is told in its verdict's place."""
     return (f"{why}; the Planner is making a new plan now. The batch you return runs only if the new plan "
-            f"repeats these subgoals; otherwise you are asked again under the new plan. Looks are not answered here.")
+            f"repeats these subgoals; otherwise you are asked again under the new plan.")
 
 
 def _quat_of(m: np.ndarray) -> list:

@@ -1,6 +1,7 @@
 """Overlapping the VLM with motion (motormind/episode/overlap.py): a batch asked ahead runs only when
 what it was asked from came true, and a dropped one never reaches the Controller."""
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -212,7 +213,7 @@ def test_batch_asked_beside_the_replan_runs_when_the_new_plan_repeats_the_subgoa
     # what is pending in the verdict's place, and that no look is answered
     assert "batch b1 status=done" in ahead and '"id": "s1"' in ahead
     assert "rejected the claim on s1: not there; the Planner is making a new plan now" in ahead
-    assert "Looks left before this batch: 0" in ahead
+    assert re.search(r"Looks left before this batch: [1-9]", ahead)     # nothing moves: a look is offered
     kinds = [(e["kind"], e.get("overlap")) for e in ev]
     ask = kinds.index(("overlap_ask", "retry_with_replan"))
     plans = [i for i, e in enumerate(ev) if e["kind"] == "plan"]
@@ -255,6 +256,31 @@ def test_batch_asked_beside_an_escalation_or_a_kept_plan(tmp_path):
     ahead = next(c for c in executor_calls(ev) if c.get("ahead"))
     assert "not there" in ahead["user"]               # after ``keep`` the head still shows the rejection
     assert res.overlap["retry_with_replan"] == {"asked": 1, "used": 1, "dropped": 0}
+
+
+def test_a_look_asked_beside_the_verifier_is_answered_at_the_loop_head(tmp_path):
+    """An Executor call beside the Verifier may look first (its frames stay the current ones): the look is
+    answered when the call is used, in the same frames, and the Executor asked on from it; nothing runs before
+    the accepting verdict, and no call is dropped. A speculation offers no look (its images are older)."""
+    look = {"schema_version": 1, "points": [{"camera": "front", "pixel": [10, 10], "label": "the cup"}]}
+    asked = []
+
+    def answer(req):
+        asked.append(req.context["batch_id"])
+        if req.context["subgoal"] == "move":
+            return S1
+        return look if asked.count("b2") == 1 else S2
+    res, brain, ev = run(tmp_path, {"planner": [TWO], "executor": answer}, Overlap(verify_ahead=True))
+    assert ran(ev) == [("b1", S1["commands"]), ("b2", S2["commands"])]
+    calls = executor_calls(ev)
+    assert [c.get("ahead", "") for c in calls] == ["", "verify_ahead:b2", ""]
+    assert re.search(r"Looks left before this batch: [1-9]", calls[1]["user"])
+    looks = [e for e in ev if e["kind"] == "look"]
+    assert [(e["batch_id"], e["look"]) for e in looks] == [("b2", 1)]
+    verdict = next(i for i, e in enumerate(ev) if e["kind"] == "verdict")
+    assert verdict < ev.index(looks[0])                          # answered at the head, after the verdict
+    assert "(from your points" in calls[2]["user"] or "the cup" in calls[2]["user"]
+    assert res.overlap["verify_ahead"] == {"asked": 1, "used": 1, "dropped": 0}
 
 
 def test_prediction_and_its_check():
