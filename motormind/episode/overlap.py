@@ -166,13 +166,14 @@ def expected_note(batch_id: str) -> str:
     return (f"EXPECTED, NOT MEASURED: batch {batch_id} is still running. Below is the report it gives if every "
             f"command ends as commanded, and the robot state above is where that leaves the hand; the images were "
             f"taken before {batch_id} started. The batch you return runs after {batch_id} only if {batch_id} ends "
-            f"this way; otherwise you are asked again from its real report. Looks are not answered here.")
+            f"this way; otherwise it never runs, and you are asked again from the real report. Looks are not "
+            f"answered here.")
 
 
 def pending_note(why: str) -> str:
     """What an Executor call asked beside the Planner (retry_with_replan) is told in its verdict's place."""
     return (f"{why}; the Planner is making a new plan now. The batch you return runs only if the new plan "
-            f"repeats these subgoals; otherwise you are asked again under the new plan.")
+            f"repeats these subgoals; otherwise it never runs, and you are asked again under the new plan.")
 
 
 def _quat_of(m: np.ndarray) -> list:
