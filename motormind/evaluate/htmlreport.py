@@ -23,13 +23,13 @@ def _e(x) -> str:
 
 
 def _cells(name: str, s: dict) -> list[str]:
-    from .report import _steps
+    from .report import _steps, tokens
     causes = ", ".join(f"{c} {n}" for c, n in sorted(s["causes"].items())) or "-"
     cost = "-" if s.get("cost") is None else f"{s['cost']:.4f}"
     return [name, f"{s['success']}/{s['n']}",
             f"{100 * s['rate']:.0f}% [{100 * s['ci'][0]:.0f}, {100 * s['ci'][1]:.0f}]", f"{s['episode_s']:.1f}",
             f"{s['vlm_s']:.2f} / {s['motion_s']:.1f} / {s['overhead_s']:.1f}", _steps(s), f"{s['vlm_calls']:.1f}",
-            f"{s['tokens']:.0f}", cost, causes]
+            tokens(s), cost, causes]
 
 
 def table(head, body, cls: str = "") -> str:

@@ -159,7 +159,9 @@ def _row(job: Job, s: dict, wall: float) -> dict:
             "steps": s["steps"], "step_budget": s.get("step_budget"), "batches": s["batches"],
             "replans": s["replans"], "verifier_rejections": s["verifier_rejections"],
             "controller_rejections": s["controller_rejections"], "vlm_calls": s["vlm_calls"],
-            "vlm_tokens": s.get("vlm_tokens", {}), "vlm_cost_usd": _cost(s), "vlm_s": round(vlm_s, 3), "motion_s": round(motion_s, 3),
+            "vlm_tokens": s.get("vlm_tokens", {}), "vlm_cost_usd": _cost(s),
+            # the prompt tokens the server said it served from its prefix cache (0 where it says nothing)
+            "vlm_cached_tokens": int((s.get("vlm") or {}).get("cached_tokens", 0) or 0), "vlm_s": round(vlm_s, 3), "motion_s": round(motion_s, 3),
             "episode_s": round(float(s["wall_s"]), 3), "job_s": round(wall, 3),
             "overhead_s": round(max(0.0, float(s["wall_s"]) - vlm_s - motion_s), 3),
             "vlm_background_s": s.get("vlm_background_s"), "vlm_trouble": s.get("vlm_trouble") or {},

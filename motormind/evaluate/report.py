@@ -46,6 +46,7 @@ def summarize(rs: list[dict]) -> dict:
             "vlm_s": median([r["vlm_s"] for r in rs]), "motion_s": median([r["motion_s"] for r in rs]),
             "overhead_s": median([r["overhead_s"] for r in rs]), "episode_s": median([r["episode_s"] for r in rs]),
             "vlm_calls": sum(r["vlm_calls"] for r in rs) / max(1, n), "tokens": sum(tok) / max(1, n),
+            "cached": sum(int(r.get("vlm_cached_tokens") or 0) for r in rs) / max(1, n),
             "steps": median([r["steps"] for r in rs]), "causes": dict(causes),
             "budgets": sorted({int(r["step_budget"]) for r in rs if r.get("step_budget")}),
             "budget_used": median([r["steps"] / r["step_budget"] for r in rs if r.get("step_budget")]),
@@ -57,7 +58,13 @@ def _fmt_row(name: str, s: dict) -> str:
     causes = ", ".join(f"{c} {n}" for c, n in sorted(s["causes"].items())) or "-"
     return (f"| {name} | {s['success']}/{s['n']} | {100 * s['rate']:.0f}% [{100 * s['ci'][0]:.0f}, {100 * s['ci'][1]:.0f}] "
             f"| {s['episode_s']:.1f} | {s['vlm_s']:.2f} / {s['motion_s']:.1f} / {s['overhead_s']:.1f} "
-            f"| {_steps(s)} | {s['vlm_calls']:.1f} | {s['tokens']:.0f} | {causes} |")
+            f"| {_steps(s)} | {s['vlm_calls']:.1f} | {tokens(s)} | {causes} |")
+
+
+def tokens(s: dict) -> str:
+    """Tokens an episode, and of the prompt tokens those the server served from its prefix cache, where it
+    said so (OpenAI's and vLLM's ``cached_tokens``; docs/vlm-backends.md, "Prompts that cache")."""
+    return f"{s['tokens']:.0f}" + (f" ({s['cached']:.0f} cached)" if s.get("cached") else "")
 
 
 def _steps(s: dict) -> str:

@@ -146,6 +146,16 @@ def test_the_report_gives_median_steps_against_the_budget():
     assert "| 50% of budget |" in _fmt_row("all", mixed)
 
 
+def test_the_report_shows_the_tokens_the_servers_prefix_cache_served():
+    from motormind.evaluate.htmlreport import _cells
+    from motormind.evaluate.report import _fmt_row, summarize
+    r = {"success": True, "outcome": "success", "steps": 100, "step_budget": 220, "vlm_s": 1.0, "motion_s": 2.0,
+         "overhead_s": 0.1, "episode_s": 3.1, "vlm_calls": 10, "vlm_tokens": {"input_tokens": 9000, "output_tokens": 1000}}
+    s = summarize([{**r, "vlm_cached_tokens": 6000}, {**r, "vlm_cached_tokens": 2000}])
+    assert "| 10000 (4000 cached) |" in _fmt_row("all", s) and "10000 (4000 cached)" in _cells("all", s)
+    assert "| 10000 |" in _fmt_row("all", summarize([r]))           # a server that says nothing: no claim
+
+
 @pytest.mark.sim
 def test_the_no_planner_ablation_is_measured_not_zero_by_construction(tmp_path):
     # without a Planner the Executor gets the whole instruction as its one subgoal; the oracle
