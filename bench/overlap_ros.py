@@ -12,8 +12,9 @@ privileged channel (``serve: oracle`` over ROS 2, motormind/ros/base.py ``make_b
 init pair the serial and the overlapped graph run at the same time, on two ROS domains (so both see the
 same machine load). Printed per pair and in total: success, steps, the episode's wall (the Executor's
 ``result.wall_s``), the serial sum (the model seconds of the calls the serial loop waits for: the camera
-probe's span, the Planner's, Executor's and Verifier's calls, early ones included; plus motion), the wall ratio (overlapped / serial), the calls made ahead asked / used / dropped per kind, and
-the machine's load average. Bench only: never fails on speed; on a loaded machine the walls carry that load.
+probe's span, the Planner's, Executor's and Verifier's calls, early ones included; plus motion), the wall
+ratio (overlapped / serial), the calls made ahead asked / used / dropped per kind, and the machine's load
+average. Bench only: never fails on speed; on a loaded machine the walls carry that load.
 """
 from __future__ import annotations
 
