@@ -17,8 +17,9 @@ serial loop waits for: camera probe, Planner, Executor, Verifier, plus motion, f
 record), the wall ratio (overlap / serial: of the mean walls, and the median of the per-episode
 ratios), the early calls asked / used / dropped per kind and the dropped calls' share of the model
 seconds, the machine's load average while the pair ran, and where each mode waited between motions
-(``waits``: the waits keyed by the plans, verdicts and calls between a report and the next batch). Goal: a wall ratio of at most 0.6 at
-5 s a call with no success lost. Never fails on speed; on a loaded machine the walls carry that load.
+(``waits``: the waits keyed by the plans, verdicts and calls between a report and the next batch).
+Goal: a wall ratio of at most 0.6 at 5 s a call with no success lost. Never fails on speed; on a
+loaded machine the walls carry that load.
 """
 from __future__ import annotations
 
