@@ -39,9 +39,6 @@ from rostest_util import free_domain  # noqa: E402  (a ROS domain nobody on this
 
 KINDS = tuple(f.name for f in fields(Overlap))
 WAITED = ("planner", "executor", "verifier")      # the calls the serial loop waits for (and the camera probe)
-# one launch checked at a time: the check of the suite silences LIBERO with contextlib.redirect_stdout, which
-# two threads at once leave redirected for good (session/checks.py check_grid)
-BUILD = threading.Lock()
 
 
 def span(s: str) -> list[int]:
@@ -65,11 +62,10 @@ def episode(out: Path, name: str, suite: str, task: int, init: int, vlm: Path, t
     from motormind.ros.probe import WATCH, Probe
     domain = free_domain(name)
     log = (out / f"{name}.log").open("w")
-    with BUILD:
-        launcher = Launcher("sim", {"suite": suite, "task": str(task), "init_state": str(init), "brain": "openai",
-                                    "vlm": str(vlm)},
-                            env={**graph.ros_env(domain), "ROS_HOME": str(out / "ros"),
-                                 "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}, out=log, grace_s=5)
+    launcher = Launcher("sim", {"suite": suite, "task": str(task), "init_state": str(init), "brain": "openai",
+                                "vlm": str(vlm)},
+                        env={**graph.ros_env(domain), "ROS_HOME": str(out / "ros"),
+                             "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}, out=log, grace_s=5)
     probe = Probe(domain_id=domain, name="bench_" + name.replace("-", "_"), watch=WATCH + ("events",))
     t = threading.Thread(target=launcher.run, daemon=True)
     t0 = time.monotonic()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,6 +25,9 @@ from ..errors import ConfigError
 from motormind.sim.libero_pro.suites import split_suite
 
 FLAGS = ("--suites", "--tasks", "--inits")      # what the errors name (a launch gives its own argument names)
+# LIBERO's chatter is silenced by swapping the process's sys.stdout and sys.stderr: one check at a time, or
+# two threads checking at once restore each other's swapped streams and leave the process silent
+_QUIET = threading.RLock()
 
 
 @dataclass
@@ -52,7 +56,7 @@ def check_grid(backend: str, suites, tasks, inits=(), flags=FLAGS) -> list[str]:
     opener = backends[backend]
     notes = []
     chatter = io.StringIO()
-    with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+    with _QUIET, contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
         for name in suites:
             suite = opener(name, suite_flag)
             n = suite.n_tasks

@@ -178,3 +178,27 @@ def test_the_no_planner_ablation_is_measured_not_zero_by_construction(tmp_path):
                       for c in ex)
     batches = [e for e in events if e["kind"] == "batch"]
     assert len(batches) >= 2 and {b["batch"]["subgoal_id"] for b in batches} == {"s1"}     # the instruction, throughout
+
+
+def test_grid_checks_on_two_threads_at_once_leave_the_process_output_alone(monkeypatch):
+    """check_grid silences LIBERO by swapping sys.stdout and sys.stderr; two threads checking at once (two
+    launches built side by side) must not restore each other's swapped streams and leave the process silent."""
+    import sys
+    import threading
+    import time
+
+    from motormind.session import checks
+    real = checks._fake
+
+    def slow(name, flag):          # each check holds its swapped streams a while
+        time.sleep(0.1)
+        return real(name, flag)
+    monkeypatch.setattr(checks, "_fake", slow)
+    out, err = sys.stdout, sys.stderr
+    threads = [threading.Thread(target=checks.check_grid, args=("fake", ["fake"], [0], [0])) for _ in range(2)]
+    for i, t in enumerate(threads):
+        t.start()
+        time.sleep(0.03 * (i + 1))
+    for t in threads:
+        t.join()
+    assert sys.stdout is out and sys.stderr is err
