@@ -55,6 +55,21 @@ def free_domain(tag: str = "") -> int:
     return d
 
 
+def fake_stack_config(tmp_path) -> str:
+    """The package's parameters for a quick `motormind launch fake` episode, written under ``tmp_path``: the
+    kinematic fake in real time at 64 px, its Controller's state there, no Monitor and no Memory. Its path."""
+    import yaml
+
+    from motormind.ros import package
+    cfg = yaml.safe_load(package.params_file().read_text())
+    cfg["robot"] = {"type": "fake", "realtime": True, "image_size": 64}
+    cfg["controller"]["state_dir"] = str(tmp_path)
+    cfg["episode"] = {"monitor": False, "memory": False}
+    path = tmp_path / "motormind.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
 def bare_node(cls, name: str, **fields):
     """A role node of ``cls`` as RoleNode builds it, without DDS, its topics captured: (node, sent
     [(topic, message)]). ``fields``: the node's own attributes (its config, brain, role state)."""

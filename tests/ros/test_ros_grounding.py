@@ -20,7 +20,7 @@ from motormind.grounding.marks import Marker, MarkOptions  # noqa: E402
 from motormind.grounding.points import Grounding  # noqa: E402
 from motormind.profile import load_profile  # noqa: E402
 from motormind.roles.facts import PromptFacts  # noqa: E402
-from motormind.ros import graph, package  # noqa: E402
+from motormind.ros import graph  # noqa: E402
 from motormind.ros.base import ObservationCache, depth_from_msg, observation_of  # noqa: E402
 from motormind.ros.role_nodes import RoleNode  # noqa: E402
 from robots.fake import FakeRobot  # noqa: E402
@@ -144,22 +144,16 @@ PIXEL = [40, 20]          # of the fake's 64 x 64 top view
 
 
 def test_over_ros_a_role_node_marks_states_and_measures(tmp_path):
-    import yaml
     from motormind.ros.launcher import Launcher
     from motormind.ros.probe import Probe
-    from rostest_util import Log, free_domain
+    from rostest_util import Log, fake_stack_config, free_domain
     domain = free_domain("ground")
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"planner": [PLAN], "executor": [
         {"points": [{"camera": "front", "pixel": PIXEL, "label": "table spot"}]},
         {"commands": [{"op": "move", "direction": "left", "distance_mm": 10}, {"op": "done"}]}]}))
-    cfg = yaml.safe_load(package.params_file().read_text())
-    cfg["robot"] = {"type": "fake", "realtime": True, "image_size": 64}
-    cfg["controller"]["state_dir"] = str(tmp_path)
-    cfg["episode"] = {"monitor": False, "memory": False}
-    (tmp_path / "motormind.yaml").write_text(yaml.safe_dump(cfg))
     log = Log()
-    launcher = Launcher("fake", {"brain_script": str(script), "config": str(tmp_path / "motormind.yaml")},
+    launcher = Launcher("fake", {"brain_script": str(script), "config": fake_stack_config(tmp_path)},
                         env=graph.ros_env(domain), out=log, grace_s=5)
     probe = Probe(domain_id=domain, watch=("events", "cameras"))
     t = threading.Thread(target=launcher.run, daemon=True)

@@ -17,10 +17,10 @@ import yaml
 
 pytest.importorskip("rclpy")
 
-from motormind.ros import graph, package  # noqa: E402
+from motormind.ros import graph  # noqa: E402
 from motormind.ros.launcher import Launcher  # noqa: E402
 from motormind.ros.probe import WATCH, Probe  # noqa: E402
-from rostest_util import Log, free_domain  # noqa: E402
+from rostest_util import Log, fake_stack_config, free_domain  # noqa: E402
 
 LOCAL_ORACLE = Path(__file__).resolve().parents[2] / "configs" / "vlm" / "local-oracle.yaml"
 PLAN = {"schema_version": 1, "reasoning": "up, then down",
@@ -56,14 +56,9 @@ def _episode(tmp_path, event=None, answers=None, **vlm_set) -> tuple[dict, dict]
     vlm = {**vlm, "name": "replay-overlap", "serve": "replay", "replay": str(_answers(tmp_path, **(answers or {}))),
            "model": "motormind-replay", "latency": {"mean_s": 0.3}, "overlap": True, **vlm_set}
     (tmp_path / "vlm.yaml").write_text(yaml.safe_dump(vlm))
-    cfg = yaml.safe_load(package.params_file().read_text())
-    cfg["robot"] = {"type": "fake", "realtime": True, "image_size": 64}
-    cfg["controller"]["state_dir"] = str(tmp_path)
-    cfg["episode"] = {"monitor": False, "memory": False}
-    (tmp_path / "motormind.yaml").write_text(yaml.safe_dump(cfg))
     log = Log()
     launcher = Launcher("fake", {"brain": "openai", "vlm": str(tmp_path / "vlm.yaml"),
-                                 "config": str(tmp_path / "motormind.yaml")},
+                                 "config": fake_stack_config(tmp_path)},
                         env={**graph.ros_env(domain), "ROS_HOME": str(tmp_path / "ros")}, out=log, grace_s=5)
     probe = Probe(domain_id=domain, watch=WATCH + ("events",))
     t = threading.Thread(target=launcher.run, daemon=True)
