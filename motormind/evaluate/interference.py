@@ -2,14 +2,11 @@
 are ``InterferenceProbe``'s, motormind/session/interference.py, beside the outside hand itself)."""
 from __future__ import annotations
 
+from .stats import percentile
+
 
 def _pct(xs, q):
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    k = (len(xs) - 1) * q
-    lo, hi = int(k), min(len(xs) - 1, int(k) + 1)
-    return round(xs[lo] + (xs[hi] - xs[lo]) * (k - lo), 1)
+    return percentile(xs, q, 1)
 
 
 def summarize_measures(rows: list[dict]) -> dict:

@@ -1,4 +1,4 @@
-"""Small statistics for results: Wilson score intervals, medians."""
+"""Small statistics for results: Wilson score intervals, medians, percentiles."""
 from __future__ import annotations
 
 import math
@@ -15,6 +15,17 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     # the interval always holds p (it reaches 1 at k = n): say so exactly, not 0.9999999999999999,
     # which put p above its own upper bound (a negative error bar: the report's plot refused it)
     return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
+
+
+def percentile(xs, q: float, digits: int = 2) -> float | None:
+    """The ``q`` quantile (0..1) of ``xs``, linearly interpolated, rounded to ``digits``; None values are
+    left out (a measure an episode did not have), None when nothing is left."""
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    k = (len(xs) - 1) * q
+    lo, hi = int(k), min(len(xs) - 1, int(k) + 1)
+    return round(xs[lo] + (xs[hi] - xs[lo]) * (k - lo), digits)
 
 
 def median(xs) -> float:

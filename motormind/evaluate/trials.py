@@ -29,6 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from motormind.evaluate.stats import percentile
 from motormind.vlm_calls import vlm_totals_of
 
 CONDITIONS = {"off": ("off",), "on": ("on",), "both": ("off", "on")}
@@ -59,12 +60,7 @@ class TrialResult:
 
 
 def _pct(xs, q):
-    xs = sorted(xs)
-    if not xs:
-        return None
-    k = (len(xs) - 1) * q
-    lo, hi = int(k), min(len(xs) - 1, int(k) + 1)
-    return round(xs[lo] + (xs[hi] - xs[lo]) * (k - lo), 2)
+    return percentile(xs, q, 2)
 
 
 def summarize(results: list[TrialResult]) -> dict:
